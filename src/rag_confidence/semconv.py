@@ -1,0 +1,127 @@
+"""Every span attribute, event and metric name that rag-confidence reads or writes.
+
+This is the one place for names: ``signals/``, ``otel/`` and ``gateway/`` import from here and never spell a
+name as a string literal. Foreign conventions (OpenInference, OTel GenAI, OpenLLMetry) are mirrored here rather
+than imported from their packages so the core install does not depend on them, and so that a rename upstream
+is one edit here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --------------------------------------------------------------------------------------------------------------
+# Our own inputs: ``rag.signal.*`` (snake_case of the ScoringInputs fields)
+# --------------------------------------------------------------------------------------------------------------
+RAG_SIGNAL_PREFIX: Final = "rag.signal."
+RAG_SIGNAL_SUPPORT_LEVEL: Final = "rag.signal.support_level"
+RAG_SIGNAL_HAS_CONFLICT: Final = "rag.signal.has_conflict"
+RAG_SIGNAL_CONFLICTING_CANDIDATE_COUNT: Final = "rag.signal.conflicting_candidate_count"
+RAG_SIGNAL_FAITHFULNESS_SCORE: Final = "rag.signal.faithfulness_score"
+RAG_SIGNAL_ANSWER_RELEVANCE_SCORE: Final = "rag.signal.answer_relevance_score"
+RAG_SIGNAL_CITATION_COUNT: Final = "rag.signal.citation_count"
+RAG_SIGNAL_CITATION_COVERAGE_SCORE: Final = "rag.signal.citation_coverage_score"
+RAG_SIGNAL_INVALID_CITATION_COUNT: Final = "rag.signal.invalid_citation_count"
+RAG_SIGNAL_QUERY_COMPLEXITY: Final = "rag.signal.query_complexity"
+RAG_SIGNAL_DOCUMENTS_SILENT: Final = "rag.signal.documents_silent"
+RAG_SIGNAL_REQUIRES_EXPERT_REVIEW: Final = "rag.signal.requires_expert_review"
+RAG_SIGNAL_AMBIGUITY_NOTES: Final = "rag.signal.ambiguity_notes"
+RAG_SIGNAL_EXTERNAL_CONSTRAINT_NOTE: Final = "rag.signal.external_constraint_note"
+RAG_SIGNAL_CLAIMS_TOTAL: Final = "rag.signal.claims.total"
+RAG_SIGNAL_CLAIMS_SUPPORTED: Final = "rag.signal.claims.supported"
+RAG_SIGNAL_CLAIMS_UNSUPPORTED: Final = "rag.signal.claims.unsupported"
+RAG_SIGNAL_CLAIMS_CONTRADICTED: Final = "rag.signal.claims.contradicted"
+RAG_SIGNAL_CORPUS_TYPE_COUNT: Final = "rag.signal.corpus.type_count"
+RAG_SIGNAL_CORPUS_PRESENT_TYPES: Final = "rag.signal.corpus.present_types"
+RAG_SIGNAL_CORPUS_MISSING_RELEVANT_TYPE: Final = "rag.signal.corpus.missing_relevant_type"
+RAG_SIGNAL_CORPUS_MISSING_TYPES: Final = "rag.signal.corpus.missing_types"
+RAG_SIGNAL_INDEX_PREFIX: Final = "rag.signal.index."
+RAG_SIGNAL_INDEX_EXPECTED_EMBEDDING_MODEL_VERSION: Final = "rag.signal.index.expected_embedding_model_version"
+RAG_SIGNAL_INDEX_ACTUAL_EMBEDDING_MODEL_VERSION: Final = "rag.signal.index.actual_embedding_model_version"
+RAG_SIGNAL_INDEX_SOURCE_VERSION_MATCH_RATIO: Final = "rag.signal.index.source_version_match_ratio"
+RAG_SIGNAL_INDEX_STALE_INDEXED_DOCUMENT_RATIO: Final = "rag.signal.index.stale_indexed_document_ratio"
+RAG_SIGNAL_INDEX_FAILED_INGESTION_COUNT: Final = "rag.signal.index.failed_ingestion_count"
+RAG_SIGNAL_INDEX_ACL_FILTER_CONFIRMED: Final = "rag.signal.index.acl_filter_confirmed"
+RAG_SIGNAL_INDEX_DELETED_SOURCE_LEAKAGE_COUNT: Final = "rag.signal.index.deleted_source_leakage_count"
+
+# Marks a span as the answer span (``mark_answer()`` sets it).
+RAG_ANSWER: Final = "rag.answer"
+
+# --------------------------------------------------------------------------------------------------------------
+# Our outputs on the answer span: ``rag.confidence.*``
+# --------------------------------------------------------------------------------------------------------------
+RAG_CONFIDENCE_TOTAL: Final = "rag.confidence.total"
+RAG_CONFIDENCE_LABEL: Final = "rag.confidence.label"
+RAG_CONFIDENCE_LABEL_COLOR: Final = "rag.confidence.label_color"
+RAG_CONFIDENCE_ACTION: Final = "rag.confidence.action"
+RAG_CONFIDENCE_ACTION_REASON: Final = "rag.confidence.action_reason"
+RAG_CONFIDENCE_TIER1_SCORE: Final = "rag.confidence.tier1.score"
+RAG_CONFIDENCE_TIER1_LABEL: Final = "rag.confidence.tier1.label"
+RAG_CONFIDENCE_TIER2_SCORE: Final = "rag.confidence.tier2.score"
+RAG_CONFIDENCE_TIER2_LABEL: Final = "rag.confidence.tier2.label"
+RAG_CONFIDENCE_DIMENSION_PREFIX: Final = "rag.confidence.dimension."
+RAG_CONFIDENCE_WARNINGS: Final = "rag.confidence.warnings"
+RAG_CONFIDENCE_MISSING_SIGNALS: Final = "rag.confidence.missing_signals"
+RAG_CONFIDENCE_ACTIVE_DIMENSIONS: Final = "rag.confidence.active_dimensions"
+RAG_CONFIDENCE_CANDIDATES: Final = "rag.confidence.candidates"
+RAG_CONFIDENCE_DERIVED_SIGNALS: Final = "rag.confidence.derived_signals"
+RAG_CONFIDENCE_ALGORITHM_VERSION: Final = "rag.confidence.algorithm_version"
+RAG_CONFIDENCE_SCHEMA_VERSION: Final = "rag.confidence.schema_version"
+
+
+def dimension_score_attribute(name: str) -> str:
+    """``rag.confidence.dimension.<name>.score``: the dimension's normalized 0-100 value."""
+    return f"{RAG_CONFIDENCE_DIMENSION_PREFIX}{name}.score"
+
+
+def dimension_raw_attribute(name: str) -> str:
+    """``rag.confidence.dimension.<name>.raw``."""
+    return f"{RAG_CONFIDENCE_DIMENSION_PREFIX}{name}.raw"
+
+
+def dimension_max_attribute(name: str) -> str:
+    """``rag.confidence.dimension.<name>.max``."""
+    return f"{RAG_CONFIDENCE_DIMENSION_PREFIX}{name}.max"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Metrics (instrument names, units, and the bounded attribute keys recorded on them)
+# --------------------------------------------------------------------------------------------------------------
+METRIC_SCORE: Final = "rag.confidence.score"
+METRIC_TIER_SCORE: Final = "rag.confidence.tier.score"
+METRIC_DIMENSION_SCORE: Final = "rag.confidence.dimension.score"
+METRIC_WARNINGS: Final = "rag.confidence.warnings"
+METRIC_SCORING_DURATION: Final = "rag.confidence.scoring.duration"
+UNIT_SCORE: Final = "{score}"
+UNIT_WARNING: Final = "{warning}"
+UNIT_SECONDS: Final = "s"
+SCORE_BUCKETS: Final = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)
+
+METRIC_ATTR_LABEL: Final = "rag.confidence.label"
+METRIC_ATTR_ACTION: Final = "rag.confidence.action"
+METRIC_ATTR_TIER: Final = "rag.confidence.tier"
+METRIC_ATTR_DIMENSION: Final = "rag.confidence.dimension"
+METRIC_ATTR_WARNING_CODE: Final = "rag.confidence.warning.code"
+METRIC_ATTR_WARNING_SEVERITY: Final = "rag.confidence.warning.severity"
+TIER1: Final = "tier1"
+TIER2: Final = "tier2"
+
+# --------------------------------------------------------------------------------------------------------------
+# OpenTelemetry GenAI semantic conventions (development status)
+# --------------------------------------------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_OPERATION_RETRIEVAL: Final = "retrieval"
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# Value of ``gen_ai.evaluation.name`` on the evaluation event we emit.
+RAG_CONFIDENCE_EVALUATION_NAME: Final = "rag.confidence"
