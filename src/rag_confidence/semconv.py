@@ -125,3 +125,62 @@ GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 # Value of ``gen_ai.evaluation.name`` on the evaluation event we emit.
 RAG_CONFIDENCE_EVALUATION_NAME: Final = "rag.confidence"
+
+# --------------------------------------------------------------------------------------------------------------
+# In-process OpenTelemetry layer (``rag_confidence.otel``)
+# --------------------------------------------------------------------------------------------------------------
+# Every output attribute on the answer span starts with this (diagnostics from signal extraction included).
+RAG_CONFIDENCE_PREFIX: Final = "rag.confidence."
+# Set instead of the scorecard when scoring an answer failed: the exception's type name (the span is kept).
+RAG_CONFIDENCE_ERROR: Final = "rag.confidence.error"
+# Explicit buckets of ``rag.confidence.scoring.duration`` (seconds): scoring takes tens of microseconds to a
+# few milliseconds, far below the SDK's default millisecond-scaled boundaries.
+SCORING_DURATION_BUCKETS: Final = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+)
+# ``OTEL_PYTHON_CONFIGURATOR`` value (and entry point name) that turns on zero-code scoring under
+# ``opentelemetry-instrument``.
+CONFIGURATOR_NAME: Final = "rag_confidence"
+OI_LLM_FINISH_REASON: Final = "llm.finish_reason"
+# OpenInference ``metadata`` span attribute (JSON object; LangChain run metadata lands here).
+OI_METADATA: Final = "metadata"
+# LangChain's own retriever name in run metadata (``bm25`` for ``BM25Retriever``), seen by both tracers.
+LANGCHAIN_LS_RETRIEVER_NAME: Final = "ls_retriever_name"
+TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX: Final = "traceloop.association.properties."
+
+# --------------------------------------------------------------------------------------------------------------
+# Gateway (``rag_confidence.gateway``): its own metrics, exported over OTLP next to the confidence instruments
+# --------------------------------------------------------------------------------------------------------------
+METRIC_GATEWAY_SPANS_RECEIVED: Final = "rag.confidence.gateway.spans.received"
+METRIC_GATEWAY_SPANS_FORWARDED: Final = "rag.confidence.gateway.spans.forwarded"
+# Spans not forwarded: refused with the whole request (retryable or not) or dropped by partial success.
+METRIC_GATEWAY_SPANS_REJECTED: Final = "rag.confidence.gateway.spans.rejected"
+METRIC_GATEWAY_EXPORT_FAILURES: Final = "rag.confidence.gateway.export.failures"
+METRIC_GATEWAY_ACTIVE_REQUESTS: Final = "rag.confidence.gateway.active_requests"
+METRIC_GATEWAY_REQUEST_DURATION: Final = "rag.confidence.gateway.request.duration"
+METRIC_GATEWAY_ANSWERS: Final = "rag.confidence.gateway.answers"
+METRIC_GATEWAY_ASSEMBLY_EVICTIONS: Final = "rag.confidence.gateway.assembly.evictions"
+METRIC_GATEWAY_ASSEMBLY_TRACES: Final = "rag.confidence.gateway.assembly.traces"
+UNIT_SPAN: Final = "{span}"
+UNIT_REQUEST: Final = "{request}"
+UNIT_FAILURE: Final = "{failure}"
+UNIT_ANSWER: Final = "{answer}"
+UNIT_TRACE: Final = "{trace}"
+# Bounded attribute keys on the gateway metrics and their values.
+METRIC_ATTR_GATEWAY_TRANSPORT: Final = "rag.confidence.gateway.transport"
+METRIC_ATTR_GATEWAY_OUTCOME: Final = "rag.confidence.gateway.outcome"
+METRIC_ATTR_GATEWAY_REASON: Final = "rag.confidence.gateway.reason"
+GATEWAY_TRANSPORT_GRPC: Final = "grpc"
+GATEWAY_TRANSPORT_HTTP: Final = "http"
