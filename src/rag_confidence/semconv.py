@@ -127,6 +127,74 @@ GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 RAG_CONFIDENCE_EVALUATION_NAME: Final = "rag.confidence"
 
 # --------------------------------------------------------------------------------------------------------------
+# Signal extraction (``rag_confidence.signals``): names we read from other conventions, and our diagnostics
+# --------------------------------------------------------------------------------------------------------------
+# Our own: names a retrieval span's method (``vector``, ``bm25``) for hybrid retrieval; wins over every other rule.
+RAG_RETRIEVAL_METHOD: Final = "rag.retrieval.method"
+# Diagnostics written next to the scorecard on the answer span (all under ``rag.confidence.``).
+RAG_CONFIDENCE_GENERATION_TRUNCATED: Final = "rag.confidence.generation.truncated"
+RAG_CONFIDENCE_GENERATION_FINISH_REASON: Final = "rag.confidence.generation.finish_reason"
+RAG_CONFIDENCE_SIGNALS_SKIPPED: Final = "rag.confidence.signals.skipped"
+RAG_CONFIDENCE_RETRIEVAL_SPANS: Final = "rag.confidence.retrieval.spans"
+RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED: Final = "rag.confidence.retrieval.scores_rescaled"
+RAG_CONFIDENCE_CITATION_MARKERS: Final = "rag.confidence.citation.markers"
+
+# GenAI (more of it): generation spans, output messages and legacy completion attributes.
+GEN_AI_OPERATION_CHAT: Final = "chat"
+GEN_AI_OPERATION_TEXT_COMPLETION: Final = "text_completion"
+GEN_AI_OPERATION_GENERATE_CONTENT: Final = "generate_content"
+GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
+GEN_AI_FINISH_REASON_LENGTH: Final = "length"
+
+# OpenInference
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+OPENINFERENCE_KIND_RETRIEVER: Final = "RETRIEVER"
+OPENINFERENCE_KIND_RERANKER: Final = "RERANKER"
+OPENINFERENCE_KIND_LLM: Final = "LLM"
+OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
+OI_RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"
+OI_RERANKER_INPUT_DOCUMENTS: Final = "reranker.input_documents"
+OI_RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
+OI_RERANKER_MODEL_NAME: Final = "reranker.model_name"
+OI_DOCUMENT_ID: Final = "document.id"
+OI_DOCUMENT_SCORE: Final = "document.score"
+OI_DOCUMENT_CONTENT: Final = "document.content"
+OI_DOCUMENT_METADATA: Final = "document.metadata"
+OI_OUTPUT_VALUE: Final = "output.value"
+OI_OUTPUT_MIME_TYPE: Final = "output.mime_type"
+OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
+OI_MESSAGE_CONTENT: Final = "message.content"
+OI_MESSAGE_CONTENTS: Final = "message.contents"
+OI_MESSAGE_CONTENT_TEXT: Final = "message_content.text"
+OI_EVALUATIONS: Final = "evaluations"
+OI_EVALUATION_NAME: Final = "evaluation.name"
+OI_EVALUATION_SCORE: Final = "evaluation.score"
+OI_EVALUATION_LABEL: Final = "evaluation.label"
+OI_ANNOTATIONS: Final = "annotations"
+OI_ANNOTATION_NAME: Final = "annotation.name"
+OI_ANNOTATION_SCORE: Final = "annotation.score"
+OI_ANNOTATION_LABEL: Final = "annotation.label"
+
+# OpenLLMetry (traceloop)
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+GEN_AI_TASK_OUTPUT: Final = "gen_ai.task.output"
+GEN_AI_OPERATION_VECTOR_DB_RETRIEVE: Final = "vector_db_retrieve"
+DB_SYSTEM: Final = "db.system"
+DB_QUERY_RESULT: Final = "db.query.result"
+DB_QUERY_RESULT_ID: Final = "db.query.result.id"
+DB_QUERY_RESULT_SCORE: Final = "db.query.result.score"
+DB_QUERY_RESULT_DISTANCE: Final = "db.query.result.distance"
+DB_QUERY_RESULT_METADATA: Final = "db.query.result.metadata"
+DB_QUERY_RESULT_DOCUMENT: Final = "db.query.result.document"
+DB_SEARCH_RESULT: Final = "db.search.result"
+DB_SEARCH_RESULT_ID: Final = "db.search.result.id"
+DB_SEARCH_RESULT_SCORE: Final = "db.search.result.score"
+DB_SEARCH_RESULT_DISTANCE: Final = "db.search.result.distance"
+DB_SEARCH_RESULT_ENTITY: Final = "db.search.result.entity"
+
+# --------------------------------------------------------------------------------------------------------------
 # In-process OpenTelemetry layer (``rag_confidence.otel``)
 # --------------------------------------------------------------------------------------------------------------
 # Every output attribute on the answer span starts with this (diagnostics from signal extraction included).
@@ -184,3 +252,4 @@ METRIC_ATTR_GATEWAY_OUTCOME: Final = "rag.confidence.gateway.outcome"
 METRIC_ATTR_GATEWAY_REASON: Final = "rag.confidence.gateway.reason"
 GATEWAY_TRANSPORT_GRPC: Final = "grpc"
 GATEWAY_TRANSPORT_HTTP: Final = "http"
+RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"

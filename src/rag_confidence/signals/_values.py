@@ -1,0 +1,209 @@
+"""Tolerant readers for span attribute values: a bad value is skipped and counted, never raised."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+# Cap on JSON text we parse: a megabyte of metadata on one attribute is someone's bug, not a signal.
+MAX_JSON_CHARS = 1_000_000
+
+
+class Reader:
+    """Reads typed values out of attribute values, counting every value it had to skip."""
+
+    __slots__ = ("skipped",)
+
+    def __init__(self) -> None:
+        self.skipped = 0
+
+    def skip(self) -> None:
+        self.skipped += 1
+
+    def number(self, value: Any) -> float | None:
+        """A finite float from an int, float or numeric string; None (counted) otherwise."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            self.skipped += 1
+            return None
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                self.skipped += 1
+                return None
+        else:
+            try:  # numpy scalars and Decimals arrive through JSON encoders and user metadata
+                number = float(value)
+            except (TypeError, ValueError, OverflowError):
+                self.skipped += 1
+                return None
+        if not math.isfinite(number):
+            self.skipped += 1
+            return None
+        return number
+
+    def unit(self, value: Any) -> float | None:
+        """A number in [0, 1]; out-of-range values are skipped and counted."""
+        number = self.number(value)
+        if number is None:
+            return None
+        if not 0.0 <= number <= 1.0:
+            self.skipped += 1
+            return None
+        return number
+
+    def count(self, value: Any) -> int | None:
+        """A non-negative integer (an integral float counts)."""
+        number = self.number(value)
+        if number is None:
+            return None
+        if number < 0 or number != int(number):
+            self.skipped += 1
+            return None
+        return int(number)
+
+    def integer(self, value: Any) -> int | None:
+        """Any integer (an integral float counts)."""
+        number = self.number(value)
+        if number is None:
+            return None
+        if number != int(number):
+            self.skipped += 1
+            return None
+        return int(number)
+
+    def boolean(self, value: Any) -> bool | None:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in _TRUE:
+                return True
+            if lowered in _FALSE:
+                return False
+        self.skipped += 1
+        return None
+
+    def string(self, value: Any) -> str | None:
+        """A non-empty string (numbers are accepted as ids: ``7`` reads as ``"7"``)."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value if value else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        self.skipped += 1
+        return None
+
+    def strings(self, value: Any) -> list[str] | None:
+        """A list of strings from a sequence attribute or a JSON array string."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            parsed = self.json(value)
+            if parsed is None:
+                return None
+            value = parsed
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            items = [item for item in value if isinstance(item, str)]
+            if len(items) != len(value):
+                self.skipped += 1
+            return items
+        self.skipped += 1
+        return None
+
+    def timestamp(self, value: Any) -> str | None:
+        """An ISO-8601 timestamp string (validated, passed on as given) from a string or epoch seconds."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                self.skipped += 1
+                return None
+            return text
+        number = self.number(value)
+        if number is None:
+            return None
+        try:
+            # Epoch values this large are milliseconds; the threshold is the year 5138 in seconds.
+            seconds = number / 1000.0 if number > 1e11 else number
+            return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+        except (OverflowError, OSError, ValueError):
+            self.skipped += 1
+            return None
+
+    def json(self, value: Any) -> Any:
+        """Parse a JSON string; None (counted) when it is not one."""
+        if not isinstance(value, str) or len(value) > MAX_JSON_CHARS:
+            self.skipped += 1
+            return None
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            self.skipped += 1
+            return None
+
+    def mapping(self, value: Any) -> Mapping[str, Any] | None:
+        """A mapping from a dict value or a JSON object string."""
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            return value
+        if isinstance(value, str):
+            parsed = self.json(value)
+            if isinstance(parsed, Mapping):
+                return parsed
+            if parsed is not None:
+                self.skipped += 1
+            return None
+        self.skipped += 1
+        return None
+
+
+def first_key(mapping: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    """The value of the first of ``keys`` present (and not None) in ``mapping``."""
+    for key in keys:
+        value = mapping.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def indexed(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[dict[str, Any]]:
+    """Flattened ``<prefix>.{i}.<rest>`` attributes as a list of ``{rest: value}`` in index order.
+
+    Also accepts the structured form OTel SDK 1.45 allows (``<prefix>`` holding a list of mappings). A key
+    whose
+    index is not a number is skipped and counted.
+    """
+    structured = attributes.get(prefix)
+    if isinstance(structured, Sequence) and not isinstance(structured, (str, bytes)):
+        items = [dict(item) for item in structured if isinstance(item, Mapping)]
+        if len(items) != len(structured):
+            reader.skip()
+        return items
+    dotted = prefix + "."
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(dotted):
+            continue
+        index_text, _, rest = key[len(dotted) :].partition(".")
+        if not index_text.isdigit() or not rest:
+            reader.skip()
+            continue
+        found.setdefault(int(index_text), {})[rest] = value
+    return [found[index] for index in sorted(found)]

@@ -1,0 +1,184 @@
+"""Which span is the answer, and which spans belong to it.
+
+Rules, in order:
+
+(a)/(b) a span with ``rag.answer = true`` is an answer. ``@scored_answer`` and ``mark_answer()`` both set it.
+(c) otherwise, a *local root* (no parent, a remote parent, or a parent not among the spans given) whose
+subtree
+    holds a retrieval span and no marked answer is an answer.
+
+Every span belongs to the innermost answer above it (itself included); spans with no answer above them belong
+to none. Two marked answers in one trace give two groups, and spans under a nested answer belong to the nested
+one only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .. import semconv
+from .records import SpanRecord
+
+AnswerRule = Literal["marked", "root"]
+
+_RETRIEVAL_KINDS = frozenset({semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPENINFERENCE_KIND_RERANKER})
+_RETRIEVAL_OPERATIONS = frozenset(
+    {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE}
+)
+_RESULT_EVENTS = frozenset({semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT})
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerGroup:
+    """One answer span and the spans that belong to it (``spans`` includes ``answer``, in input order)."""
+
+    answer: SpanRecord
+    spans: tuple[SpanRecord, ...]
+    rule: AnswerRule
+
+    @property
+    def trace_id(self) -> int:
+        return self.answer.trace_id
+
+    @property
+    def has_retrieval(self) -> bool:
+        """True when a member span is a retrieval (a marked answer may have none, and then no candidates)."""
+        return any(is_retrieval_span(span) for span in self.spans)
+
+
+def is_marked_answer(span: SpanRecord) -> bool:
+    """True when the span carries ``rag.answer = true`` (the decorator and ``mark_answer()`` set it)."""
+    return span.attributes.get(semconv.RAG_ANSWER) is True
+
+
+def is_retrieval_span(span: SpanRecord) -> bool:
+    """True for a span that reports retrieved documents under any convention we read.
+
+    OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
+    ``vector_db_retrieve`` task spans and vector-DB spans with ``db.query.result``/``db.search.result``
+    events;
+    any span with our ``rag.retrieval.method``.
+    """
+    attributes = span.attributes
+    if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) in _RETRIEVAL_KINDS:
+        return True
+    if attributes.get(semconv.GEN_AI_OPERATION_NAME) in _RETRIEVAL_OPERATIONS:
+        return True
+    if semconv.RAG_RETRIEVAL_METHOD in attributes:
+        return True
+    return any(event.name in _RESULT_EVENTS for event in span.events)
+
+
+def is_local_root(span: SpanRecord, span_ids: Iterable[int] | None = None) -> bool:
+    """True for a span without a local parent: no parent, a remote parent, or (given ``span_ids``) a parent
+    that is not among them."""
+    if span.parent_span_id is None or span.parent_is_remote:
+        return True
+    if span_ids is None:
+        return False
+    return span.parent_span_id not in span_ids
+
+
+def may_produce_answer(spans: Iterable[SpanRecord]) -> bool:
+    """True when these spans (of one trace) hold a retrieval or a marked answer, so the trace needs scoring.
+
+    A trace for which this is False when its local root ends can be released without scoring.
+    """
+    return any(is_marked_answer(span) or is_retrieval_span(span) for span in spans)
+
+
+def find_answers(spans: Sequence[SpanRecord]) -> list[AnswerGroup]:
+    """Split spans (one or more traces; ended spans in any order) into one group per answer.
+
+    Pass whole local subtrees: a span whose parent is missing from ``spans`` counts as a local root. Groups
+    come in the order their answer spans appear in ``spans``; never raises on span data (cycles included).
+
+    >>> root = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="rag")
+    >>> retriever = SpanRecord(1, 2, 1, "retrieve", {"openinference.span.kind": "RETRIEVER"})
+    >>> [(group.answer.name, len(group.spans), group.rule) for group in find_answers([retriever, root])]
+    [('rag', 2, 'root')]
+    """
+    by_id: dict[tuple[int, int], SpanRecord] = {}
+    for span in spans:
+        by_id.setdefault((span.trace_id, span.span_id), span)
+
+    def parent_of(span: SpanRecord) -> SpanRecord | None:
+        if span.parent_span_id is None or span.parent_is_remote:
+            return None
+        parent = by_id.get((span.trace_id, span.parent_span_id))
+        return None if parent is None or parent is span else parent
+
+    # Owner of each span: the innermost marked answer on its ancestor path (itself included), else its root.
+    owner: dict[tuple[int, int], tuple[SpanRecord, bool]] = {}
+
+    def resolve(span: SpanRecord) -> tuple[SpanRecord, bool]:
+        path: list[SpanRecord] = []
+        seen: set[tuple[int, int]] = set()
+        current: SpanRecord | None = span
+        found: tuple[SpanRecord, bool] | None = None
+        while current is not None:
+            key = (current.trace_id, current.span_id)
+            if key in owner:
+                found = owner[key]
+                break
+            if key in seen:  # a cycle in broken data: treat the repeated span as a root
+                break
+            seen.add(key)
+            path.append(current)
+            if is_marked_answer(current):
+                found = (current, True)
+                break
+            current = parent_of(current)
+        if found is None:
+            found = (path[-1], False) if path else (span, False)
+        # The path runs from the span up to (and including) its owner, so every span on it shares that owner.
+        for visited in path:
+            owner[(visited.trace_id, visited.span_id)] = found
+        return found
+
+    members: dict[tuple[int, int], list[SpanRecord]] = {}
+    answers: dict[tuple[int, int], tuple[SpanRecord, AnswerRule]] = {}
+    root_has_marked: set[tuple[int, int]] = set()
+    root_has_retrieval: set[tuple[int, int]] = set()
+    for span in by_id.values():
+        answer, marked = resolve(span)
+        answer_key = (answer.trace_id, answer.span_id)
+        members.setdefault(answer_key, []).append(span)
+        if marked:
+            answers[answer_key] = (answer, "marked")
+            root_key = _root_key(answer, parent_of)
+            root_has_marked.add(root_key)
+        elif is_retrieval_span(span):
+            root_has_retrieval.add(answer_key)
+
+    for root_key in root_has_retrieval - root_has_marked:
+        answers.setdefault(root_key, (by_id[root_key], "root"))
+
+    order = {(span.trace_id, span.span_id): index for index, span in enumerate(spans)}
+    groups = []
+    for key, (answer, rule) in sorted(answers.items(), key=lambda item: order[item[0]]):
+        ordered = sorted(members.get(key, [answer]), key=lambda span: order[(span.trace_id, span.span_id)])
+        groups.append(AnswerGroup(answer=answer, spans=tuple(ordered), rule=rule))
+    return groups
+
+
+def _root_key(span: SpanRecord, parent_of: Callable[[SpanRecord], SpanRecord | None]) -> tuple[int, int]:
+    seen: set[tuple[int, int]] = set()
+    current = span
+    while True:
+        key = (current.trace_id, current.span_id)
+        parent = parent_of(current)
+        if parent is None or key in seen:
+            return key
+        seen.add(key)
+        current = parent
+
+
+def group_by_trace(spans: Iterable[SpanRecord]) -> Mapping[int, list[SpanRecord]]:
+    """Spans grouped by trace id, in input order (a convenience for callers holding several traces)."""
+    traces: dict[int, list[SpanRecord]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    return traces

@@ -1,0 +1,156 @@
+"""Citation markers in the answer text, matched against the retrieved documents.
+
+A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
+retrieved document is known by (exactly, then ignoring case), or else when it is a position (``3``, ``doc-3``,
+``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in the order they
+were
+presented (reranker order, else first retrieval order), counted from ``SignalOptions.citation_position_base``.
+
+- ``citationCount``: distinct retrieved documents cited validly.
+- ``invalidCitationCount``: distinct references that match no retrieved document.
+- ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence
+made of
+  markers only, as in ``Paris. [1]``, belongs to the sentence before it).
+
+Nothing is derived when the answer holds no marker at all: a pipeline that does not ask for citations is not
+penalised for missing ones (the diagnostics still report ``0`` markers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .candidates import Merged
+from .options import SignalOptions
+
+_SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
+_POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w")
+
+
+@dataclass(frozen=True, slots=True)
+class CitationSummary:
+    markers: int
+    cited: int
+    invalid: int
+    coverage: float | None
+
+
+class _Matcher:
+    def __init__(self, presented: Sequence[Merged], options: SignalOptions) -> None:
+        self._presented = presented
+        self._base = options.citation_position_base
+        self._exact: dict[str, int] = {}
+        self._folded: dict[str, int] = {}
+        for position, entry in enumerate(presented):
+            for identity in entry.identities:
+                if identity.startswith("content:"):
+                    continue
+                self._exact.setdefault(identity, position)
+                self._folded.setdefault(identity.casefold(), position)
+
+    def match(self, reference: str) -> int | None:
+        reference = reference.strip()
+        if not reference:
+            return None
+        if reference in self._exact:
+            return self._exact[reference]
+        folded = reference.casefold()
+        if folded in self._folded:
+            return self._folded[folded]
+        position = _POSITION.match(reference)
+        if position is not None:
+            index = int(position.group(1)) - self._base
+            if 0 <= index < len(self._presented):
+                return index
+        return None
+
+
+def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[int, int, str]]:
+    """``(start, end, reference)`` of every marker, without overlapping matches of different patterns."""
+    found: list[tuple[int, int, str]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < other_end and other_start < end for other_start, other_end in taken):
+                continue
+            taken.append((start, end))
+            group = match.group(1) or ""
+            found.extend((start, end, reference) for reference in _SPLIT_REFERENCES.split(group) if reference)
+    found.sort()
+    return found
+
+
+def summarize(
+    text: str | None,
+    presented: Sequence[Merged],
+    options: SignalOptions,
+    structured: Sequence[str] = (),
+) -> CitationSummary:
+    """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list)."""
+    matcher = _Matcher(presented, options)
+    references = _references(text, options.compiled_citation_patterns) if text else []
+    cited: set[int] = set()
+    invalid: set[str] = set()
+    valid_spans: list[tuple[int, int]] = []
+    for start, end, reference in references:
+        index = matcher.match(reference)
+        if index is None:
+            invalid.add(reference.strip().casefold())
+        else:
+            cited.add(index)
+            valid_spans.append((start, end))
+    for reference in structured:
+        index = matcher.match(reference)
+        if index is None:
+            invalid.add(reference.strip().casefold())
+        else:
+            cited.add(index)
+    coverage = (
+        _coverage(text, valid_spans, [(start, end) for start, end, _ in references]) if references else None
+    )
+    return CitationSummary(
+        markers=len(references) + len(structured),
+        cited=len(cited),
+        invalid=len(invalid),
+        coverage=coverage,
+    )
+
+
+def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tuple[int, int]]) -> float | None:
+    if not text:
+        return None
+    sentences: list[list[int]] = []  # [start, end, has_valid]
+    position = 0
+    pieces = []
+    for match in _SENTENCE_BREAK.finditer(text):
+        pieces.append((position, match.start()))
+        position = match.end()
+    pieces.append((position, len(text)))
+    for start, end in pieces:
+        stripped = _strip_markers(text, start, end, markers)
+        has_valid = any(start <= marker_start < end for marker_start, _ in valid)
+        if not _WORD.search(stripped):
+            if sentences and has_valid:  # a trailing ``[1]`` cites the sentence before it
+                sentences[-1][2] = 1
+            continue
+        sentences.append([start, end, int(has_valid)])
+    if not sentences:
+        return None
+    return sum(sentence[2] for sentence in sentences) / len(sentences)
+
+
+def _strip_markers(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
+    pieces = []
+    cursor = start
+    for marker_start, marker_end in markers:
+        if marker_end <= start or marker_start >= end:
+            continue
+        pieces.append(text[cursor : max(cursor, marker_start)])
+        cursor = max(cursor, marker_end)
+    pieces.append(text[cursor:end])
+    return "".join(pieces)

@@ -1,0 +1,210 @@
+"""Reported documents to scored documents: the metadata key map, the score rule and the method name.
+
+Score rule (``SignalOptions.score_scale``): a score in [0, 1] is kept. A distance (``*.distance`` or a
+metadata
+``distance`` key, used only when there is no score) becomes ``1 / (1 + d)``. When any score of one span lies
+above 1 (BM25, inner products), that span's scores are rescaled: ``max`` divides by the span's largest score
+(order and ratios kept, the best document gets 1.0), ``squash`` maps ``s`` to ``s / (1 + s)``, ``clamp`` cuts
+at
+1. Negative scores (cosine below zero) become 0. A rescaled span is reported in the diagnostics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from .. import semconv
+from ._model import Document, RawDocument, RawRetrieval, Retrieval
+from ._values import Reader, first_key
+from .options import SignalOptions
+from .records import SpanRecord
+
+_RETRIEVER_WORD = "Retriever"
+_OPENLLMETRY_PREFIX = semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE + " "
+
+
+def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -> Retrieval:
+    keys = options.document_keys
+    documents: list[Document] = []
+    raw_scores: list[float | None] = []
+    for index, item in enumerate(raw.documents):
+        metadata: Mapping[str, Any] = item.metadata or {}
+        ids = _ids(item, metadata, keys.get("id", ()), reader)
+        content = item.content if isinstance(item.content, str) else None
+        if item.content is not None and content is None:
+            reader.skip()
+        key = ids[0] if ids else _content_key(content) if content else f"span:{raw.span.span_id:x}:{index}"
+        documents.append(
+            Document(
+                key=key,
+                id=ids[0] if ids else None,
+                content=content,
+                score=None,
+                fields=_fields(metadata, keys, reader),
+                aliases=tuple(ids),
+            )
+        )
+        raw_scores.append(_raw_score(item, metadata, keys, reader))
+    scores, rescaled = _scale(raw_scores, options)
+    for document, score in zip(documents, scores, strict=True):
+        document.score = score
+    return Retrieval(
+        span=raw.span,
+        method=method_name(raw.span, options, rerank=raw.rerank, hint=raw.method_hint, reader=reader),
+        documents=documents,
+        rerank=raw.rerank,
+        rescaled=rescaled,
+    )
+
+
+def _ids(
+    item: RawDocument, metadata: Mapping[str, Any], id_keys: tuple[str, ...], reader: Reader
+) -> list[str]:
+    # The convention's own id first, then metadata ids, then ids recorded elsewhere (LangChain Document.id).
+    ids: list[str] = []
+    for value in (item.id, *(metadata.get(key) for key in id_keys), *item.aliases):
+        text = reader.string(value) if value is not None else None
+        if text is not None and text not in ids:
+            ids.append(text)
+    return ids
+
+
+def _content_key(content: str) -> str:
+    # Documents without ids still merge across methods when their text is identical.
+    return (
+        "content:" + hashlib.sha1(content.encode("utf-8", "replace"), usedforsecurity=False).hexdigest()[:16]
+    )
+
+
+def _raw_score(
+    item: RawDocument, metadata: Mapping[str, Any], keys: Mapping[str, tuple[str, ...]], reader: Reader
+) -> float | None:
+    score = reader.number(item.score)
+    if score is None:
+        score = reader.number(first_key(metadata, keys.get("score", ())))
+    if score is not None:
+        return score
+    distance = reader.number(item.distance)
+    if distance is None:
+        distance = reader.number(first_key(metadata, keys.get("distance", ())))
+    if distance is None:
+        return None
+    if distance < 0:
+        reader.skip()
+        return None
+    return 1.0 / (1.0 + distance)
+
+
+def _scale(raw: list[float | None], options: SignalOptions) -> tuple[list[float | None], bool]:
+    present = [score for score in raw if score is not None]
+    if not present or all(0.0 <= score <= 1.0 for score in present):
+        return raw, False
+    top = max(present)
+    scaled: list[float | None] = []
+    for score in raw:
+        if score is None:
+            scaled.append(None)
+        elif score <= 0.0:
+            scaled.append(0.0)
+        elif top <= 1.0:
+            scaled.append(score)  # only negatives were out of range
+        elif options.score_scale == "max":
+            scaled.append(score / top)
+        elif options.score_scale == "squash":
+            scaled.append(score / (1.0 + score))
+        else:
+            scaled.append(min(score, 1.0))
+    return scaled, True
+
+
+def _fields(
+    metadata: Mapping[str, Any], keys: Mapping[str, tuple[str, ...]], reader: Reader
+) -> dict[str, Any]:
+    if not metadata:
+        return {}
+    fields: dict[str, Any] = {}
+    readers = {
+        "documentType": reader.string,
+        "lastUpdated": reader.timestamp,
+        "contentHash": reader.string,
+        "extractionQuality": reader.unit,
+        "authorityRank": reader.number,
+        "isAmendment": reader.boolean,
+        "rank": reader.count,
+    }
+    for name, read in readers.items():
+        value = first_key(metadata, keys.get(name, ()))
+        if value is None:
+            continue
+        parsed = read(value)
+        if parsed is None:
+            continue
+        if name == "authorityRank" and isinstance(parsed, float) and parsed.is_integer():
+            parsed = int(parsed)
+        if name == "rank" and parsed == 0:
+            reader.skip()  # ranks are 1-based
+            continue
+        fields[name] = parsed
+    return fields
+
+
+def method_name(
+    span: SpanRecord, options: SignalOptions, *, rerank: bool = False, hint: str | None = None, reader: Reader
+) -> str:
+    """The ``retrievalScores`` key for a retrieval span (see ``docs/signals.md`` for the rule)."""
+    if rerank:
+        return options.rerank_method
+    if options.method_namer is not None:
+        try:
+            named = options.method_namer(span)
+        except Exception:  # a user callback must not break extraction; fall back to the built-in rule
+            reader.skip()
+            named = None
+        if isinstance(named, str) and named:
+            return named
+    attributes = span.attributes
+    explicit = attributes.get(semconv.RAG_RETRIEVAL_METHOD)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    run_metadata = _run_metadata(attributes, reader)
+    explicit = run_metadata.get(semconv.RAG_RETRIEVAL_METHOD)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    if hint:
+        return hint
+    langchain_name = run_metadata.get(semconv.LANGCHAIN_LS_RETRIEVER_NAME)
+    if isinstance(langchain_name, str) and langchain_name:
+        return langchain_name
+    return _name_from_span(span.name)
+
+
+def _run_metadata(attributes: Mapping[str, Any], reader: Reader) -> Mapping[str, Any]:
+    """LangChain run metadata as either tracer records it (OpenInference ``metadata`` JSON, OpenLLMetry
+    ``traceloop.association.properties.*``)."""
+    found: dict[str, Any] = {}
+    metadata = attributes.get(semconv.OI_METADATA)
+    if metadata is not None:
+        parsed = reader.mapping(metadata)
+        if parsed is not None:
+            found.update(parsed)
+    prefix = semconv.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX
+    for key in (semconv.RAG_RETRIEVAL_METHOD, semconv.LANGCHAIN_LS_RETRIEVER_NAME):
+        value = attributes.get(prefix + key)
+        if value is not None:
+            found.setdefault(key, value)
+    return found
+
+
+def _name_from_span(name: str) -> str:
+    # ``vector_db_retrieve BM25Retriever`` / ``VectorIndexRetriever.retrieve`` -> the class, named as
+    # LangChain
+    # names retrievers (``bm25``, ``vectorindex``), so the same retriever gets one name under every tracer.
+    base = name.removeprefix(_OPENLLMETRY_PREFIX).split(".", 1)[0].strip()
+    if base.startswith(_RETRIEVER_WORD) and len(base) > len(_RETRIEVER_WORD):
+        base = base[len(_RETRIEVER_WORD) :]
+    elif base.endswith(_RETRIEVER_WORD) and len(base) > len(_RETRIEVER_WORD):
+        base = base[: -len(_RETRIEVER_WORD)]
+    base = base.lower()
+    return base or "retrieval"

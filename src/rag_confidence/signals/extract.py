@@ -1,0 +1,262 @@
+"""The spans of one answer to a camelCase ScoringInputs dict, ready for ``compute_confidence``.
+
+Precedence, lowest to highest: values read or derived from instrumentation conventions; values a structured
+(JSON) answer states; ``rag.signal.*`` attributes (the answer span's own over other spans', later-ending spans
+over earlier ones); the ``explicit`` mapping the caller passes (``@scored_answer``'s ``signals(result)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import semconv
+from . import genai, openinference, openllmetry
+from ._model import Evaluation, Generation, RawRetrieval
+from ._values import Reader
+from .answers import is_marked_answer, is_retrieval_span
+from .candidates import assemble, dedupe
+from .citations import summarize
+from .documents import build_retrieval
+from .generation import final_answer
+from .native import read_native
+from .options import SignalOptions
+from .records import SpanRecord
+
+Diagnostic = str | int | float | bool
+
+_LEVELS = ("low", "medium", "high")
+_DEFAULT_OPTIONS = SignalOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedSignals:
+    """What :func:`extract_signals` found.
+
+    ``inputs`` is the camelCase ScoringInputs dict; ``derived`` the inputs rag-confidence computed (citation
+    counts from the answer text, ``supportLevel`` from faithfulness or claims) or assumed (the default support
+    level), for ``rag.confidence.derived_signals``; ``skipped`` the attribute values skipped as wrong-typed,
+    non-finite or unparsable; ``diagnostics`` attribute name -> value pairs (``rag.confidence.generation.
+    truncated``, ...) to set next to the scorecard; ``sources`` where each input came from.
+    """
+
+    inputs: dict[str, Any]
+    derived: tuple[str, ...] = ()
+    skipped: int = 0
+    diagnostics: dict[str, Diagnostic] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def extract_signals(
+    spans: Sequence[SpanRecord],
+    options: SignalOptions | None = None,
+    *,
+    explicit: Mapping[str, Any] | None = None,
+) -> ExtractedSignals:
+    """Build scoring inputs from the spans of one answer (``AnswerGroup.spans``). Never raises on span data.
+
+    ``explicit`` holds camelCase inputs that win over everything read from spans (passed through unchecked;
+    the scoring core validates them).
+
+    >>> from rag_confidence.signals import SpanRecord
+    >>> retriever = SpanRecord(1, 2, 1, "search", {
+    ...     "gen_ai.operation.name": "retrieval",
+    ...     "gen_ai.retrieval.documents": '[{"id": "a", "score": 0.9}, {"id": "b", "score": 0.4}]',
+    ... })
+    >>> answer = SpanRecord(1, 1, None, "answer", {"rag.answer": True, "rag.signal.faithfulness_score": 0.92})
+    >>> signals = extract_signals([retriever, answer])
+    >>> [candidate["documentId"] for candidate in signals.inputs["candidates"]]
+    ['a', 'b']
+    >>> signals.inputs["supportLevel"], signals.derived
+    ('high', ('supportLevel',))
+    """
+    options = options or _DEFAULT_OPTIONS
+    reader = Reader()
+    ordered = _in_end_order(spans)
+    answer_span = next((span for span in reversed(ordered) if is_marked_answer(span)), None)
+    if answer_span is None:
+        answer_span = _root_of(ordered)
+
+    raw_retrievals: list[RawRetrieval] = []
+    evaluations: list[Evaluation] = []
+    generations: list[Generation] = []
+    native: dict[str, Any] = {}
+    for span in ordered:
+        try:
+            _read_span(span, reader, raw_retrievals, evaluations, generations)
+        except Exception:  # a reader bug on odd data must cost one span's signals, never the answer
+            reader.skip()
+    for span in sorted(ordered, key=lambda span: span is answer_span):
+        native.update(read_native(span.attributes, reader))
+
+    retrievals = dedupe([build_retrieval(raw, options, reader) for raw in raw_retrievals], ordered)
+    assembled = assemble(retrievals)
+
+    inputs: dict[str, Any] = {"candidates": assembled.candidates}
+    sources: dict[str, str] = {"candidates": "retrieval spans"} if retrievals else {}
+    derived: list[str] = []
+    diagnostics: dict[str, Diagnostic] = {}
+
+    _apply_evaluations(evaluations, options, inputs, sources)
+
+    answer = final_answer(generations, answer_span, options, reader) if answer_span else None
+    if answer is not None:
+        for name, value in answer.stated.items():
+            inputs[name] = value
+            sources[name] = "structured answer"
+        summary = summarize(answer.text, assembled.presented, options, answer.citations)
+        diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] = summary.markers
+        if summary.markers:
+            for name, value in (
+                ("citationCount", summary.cited),
+                ("invalidCitationCount", summary.invalid),
+                ("citationCoverageScore", summary.coverage),
+            ):
+                if value is not None:
+                    inputs[name] = value
+                    sources[name] = "answer text"
+                    derived.append(name)
+        if answer.truncated is not None:
+            diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] = answer.truncated
+        if answer.finish_reason is not None:
+            diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] = answer.finish_reason
+
+    for path, value in _nest(native, reader).items():
+        inputs[path] = value
+        sources[path] = "rag.signal"
+        if path in derived:
+            derived.remove(path)
+    for name, value in (explicit or {}).items():
+        inputs[name] = value
+        sources[name] = "explicit"
+        if name in derived:
+            derived.remove(name)
+
+    if "supportLevel" not in inputs:
+        level, source = _derive_support_level(inputs, options)
+        inputs["supportLevel"] = level
+        sources["supportLevel"] = source
+        derived.insert(0, "supportLevel")
+
+    if retrievals:
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] = len([r for r in retrievals if not r.rerank])
+    if any(retrieval.rescaled for retrieval in retrievals):
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] = True
+    if assembled.unscored:
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] = assembled.unscored
+    if reader.skipped:
+        diagnostics[semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED] = reader.skipped
+    return ExtractedSignals(
+        inputs=inputs,
+        derived=tuple(derived),
+        skipped=reader.skipped,
+        diagnostics=diagnostics,
+        sources=sources,
+    )
+
+
+def _read_span(
+    span: SpanRecord,
+    reader: Reader,
+    retrievals: list[RawRetrieval],
+    evaluations: list[Evaluation],
+    generations: list[Generation],
+) -> None:
+    if is_retrieval_span(span):
+        retrievals.extend(openinference.read_retrievals(span, reader))
+        retrievals.extend(genai.read_retrievals(span, reader))
+        retrievals.extend(openllmetry.read_retrievals(span, reader))
+    evaluations.extend(openinference.read_evaluations(span, reader))
+    evaluations.extend(genai.read_evaluations(span, reader))
+    for read in (openinference.read_generation, genai.read_generation, openllmetry.read_generation):
+        generation = read(span, reader)
+        if generation is not None:
+            generations.append(generation)
+            break  # one span is one generation, whichever conventions it speaks
+
+
+def _in_end_order(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
+    # Spans without an end time keep their input position relative to each other, after the timed ones.
+    indexed = list(enumerate(spans))
+    indexed.sort(key=lambda item: (item[1].end_time is None, item[1].end_time or 0, item[0]))
+    return [span for _, span in indexed]
+
+
+def _root_of(spans: Sequence[SpanRecord]) -> SpanRecord | None:
+    ids = {span.span_id for span in spans}
+    for span in spans:
+        if span.parent_span_id is None or span.parent_is_remote or span.parent_span_id not in ids:
+            return span
+    return spans[-1] if spans else None
+
+
+def _normalized(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _apply_evaluations(
+    evaluations: Sequence[Evaluation],
+    options: SignalOptions,
+    inputs: dict[str, Any],
+    sources: dict[str, str],
+) -> None:
+    lookup = {
+        _normalized(alias): target
+        for target, aliases in options.evaluation_names.items()
+        for alias in aliases
+    }
+    for evaluation in evaluations:  # in end order: a later evaluation replaces an earlier one
+        target = lookup.get(_normalized(evaluation.name))
+        if target is None or evaluation.score is None or not 0.0 <= evaluation.score <= 1.0:
+            continue
+        inputs[target] = evaluation.score
+        sources[target] = f"evaluation {evaluation.name}"
+
+
+def _nest(flat: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for path, value in flat.items():
+        head, _, tail = path.partition(".")
+        if tail:
+            nested.setdefault(head, {})[tail] = value
+        else:
+            nested[head] = value
+    claims = nested.get("claimSupport")
+    if claims is not None and ("totalClaims" not in claims or "supportedClaims" not in claims):
+        # The algorithm needs both counts; half a claim summary is dropped rather than guessed.
+        reader.skip()
+        del nested["claimSupport"]
+    return nested
+
+
+def _level(share: float, options: SignalOptions) -> str:
+    high, medium = options.support_thresholds
+    if share >= high:
+        return "high"
+    if share >= medium:
+        return "medium"
+    return "low"
+
+
+def _derive_support_level(inputs: Mapping[str, Any], options: SignalOptions) -> tuple[str, str]:
+    """The lower of the levels faithfulness and claim support imply; the default when neither is present."""
+    levels: list[tuple[str, str]] = []
+    faithfulness = inputs.get("faithfulnessScore")
+    if isinstance(faithfulness, (int, float)) and not isinstance(faithfulness, bool):
+        levels.append((_level(float(faithfulness), options), "faithfulnessScore"))
+    claims = inputs.get("claimSupport")
+    if isinstance(claims, Mapping):
+        total = claims.get("totalClaims")
+        supported = claims.get("supportedClaims")
+        contradicted = claims.get("contradictedClaims") or 0
+        if isinstance(total, int) and isinstance(supported, int) and total > 0:
+            level = (
+                "low"
+                if isinstance(contradicted, int) and contradicted > 0
+                else _level(supported / total, options)
+            )
+            levels.append((level, "claimSupport"))
+    if not levels:
+        return options.default_support_level, "default"
+    return min(levels, key=lambda item: _LEVELS.index(item[0]))

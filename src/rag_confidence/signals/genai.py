@@ -1,0 +1,117 @@
+"""OpenTelemetry GenAI semantic conventions (development status).
+
+- Retrieval spans (``gen_ai.operation.name = retrieval``): ``gen_ai.retrieval.documents`` as a structured list
+  of ``{id, score}`` (SDK 1.45+) or the same list as a JSON string. ``content``/``metadata`` are read when
+  present. ``gen_ai.data_source.id`` names the method.
+- ``gen_ai.evaluation.result`` span events (or log records the caller attaches as events): name, score, label.
+- Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of assistant messages) and
+  ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import semconv
+from ._model import Evaluation, Generation, RawDocument, RawRetrieval
+from ._values import Reader
+from .records import SpanRecord
+
+
+def _list(value: Any, reader: Reader) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = reader.json(value)
+        if value is None:
+            return None
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    reader.skip()
+    return None
+
+
+def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
+    attributes = span.attributes
+    if attributes.get(semconv.GEN_AI_OPERATION_NAME) != semconv.GEN_AI_OPERATION_RETRIEVAL:
+        return []
+    listed = _list(attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS), reader)
+    if not listed:
+        return []
+    documents = []
+    for entry in listed:
+        if not isinstance(entry, Mapping):
+            reader.skip()
+            continue
+        metadata = entry.get("metadata")
+        documents.append(
+            RawDocument(
+                id=entry.get("id"),
+                score=entry.get("score"),
+                content=entry.get("content", entry.get("text")),
+                metadata=reader.mapping(metadata) if metadata is not None else None,
+            )
+        )
+    if not documents:
+        return []
+    source = attributes.get(semconv.GEN_AI_DATA_SOURCE_ID)
+    return [
+        RawRetrieval(span=span, documents=documents, method_hint=source if isinstance(source, str) else None)
+    ]
+
+
+def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
+    evaluations = []
+    for event in span.events:
+        if event.name != semconv.GEN_AI_EVALUATION_RESULT:
+            continue
+        name = reader.string(event.attributes.get(semconv.GEN_AI_EVALUATION_NAME))
+        if name is None or name == semconv.RAG_CONFIDENCE_EVALUATION_NAME:
+            continue  # our own scorecard event is an output, never an input
+        label = event.attributes.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)
+        evaluations.append(
+            Evaluation(
+                name=name,
+                score=reader.number(event.attributes.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE)),
+                label=label if isinstance(label, str) else None,
+            )
+        )
+    return evaluations
+
+
+def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
+    attributes = span.attributes
+    raw_messages = attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES)
+    if raw_messages is None:
+        return None
+    finish_reasons: list[str] = []
+    declared = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
+    if isinstance(declared, Sequence) and not isinstance(declared, str):
+        finish_reasons.extend(reason.lower() for reason in declared if isinstance(reason, str) and reason)
+    elif isinstance(declared, str) and declared:
+        finish_reasons.append(declared.lower())
+    texts = []
+    for message in _list(raw_messages, reader) or ():
+        if not isinstance(message, Mapping):
+            reader.skip()
+            continue
+        if message.get("role") not in (None, "assistant"):
+            continue
+        reason = message.get("finish_reason")
+        if isinstance(reason, str) and reason and reason.lower() not in finish_reasons:
+            finish_reasons.append(reason.lower())
+        parts = message.get("parts")
+        if isinstance(parts, Sequence) and not isinstance(parts, str):
+            for part in parts:
+                if (
+                    isinstance(part, Mapping)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("content"), str)
+                ):
+                    texts.append(part["content"])
+        elif isinstance(message.get("content"), str):
+            texts.append(message["content"])
+    return Generation(
+        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
+    )

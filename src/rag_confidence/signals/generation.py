@@ -1,0 +1,118 @@
+"""The answer text: which generation is the answer, whether it was cut short, and structured (JSON) answers.
+
+The answer is the text of the generation span that ended last in the answer's subtree (OpenInference LLM,
+GenAI ``gen_ai.output.messages``, OpenLLMetry completions); with none, the answer span's own ``output.value``.
+A generation whose finish reason is ``length`` (also ``max_tokens``/``max_output_tokens``, as other providers
+spell it) anywhere in the answer marks the answer truncated.
+
+A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
+through
+``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field is the
+text
+searched for citation markers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import semconv
+from ._model import Generation
+from ._values import MAX_JSON_CHARS, Reader, first_key
+from .native import _support_level
+from .options import SignalOptions
+from .records import SpanRecord
+
+TRUNCATION_REASONS = frozenset({semconv.GEN_AI_FINISH_REASON_LENGTH, "max_tokens", "max_output_tokens"})
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str | None = None
+    finish_reason: str | None = None
+    truncated: bool | None = None
+    # ScoringInputs values a structured answer stated, and the references it listed as citations.
+    stated: dict[str, Any] = field(default_factory=dict)
+    citations: list[str] = field(default_factory=list)
+    structured: bool = False
+
+
+def final_answer(
+    generations: Sequence[Generation], answer_span: SpanRecord, options: SignalOptions, reader: Reader
+) -> Answer:
+    answer = Answer()
+    with_text = [generation for generation in generations if generation.text is not None]
+    if with_text:
+        last = with_text[-1]
+        answer.text = last.text
+        answer.finish_reason = last.finish_reasons[0] if last.finish_reasons else None
+    else:
+        output = answer_span.attributes.get(semconv.OI_OUTPUT_VALUE)
+        answer.text = output if isinstance(output, str) else None
+    reasons = [reason for generation in generations for reason in generation.finish_reasons]
+    if reasons:
+        answer.truncated = any(reason in TRUNCATION_REASONS for reason in reasons)
+    if answer.text is not None:
+        _read_structured(answer, options, reader)
+    return answer
+
+
+def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> None:
+    assert answer.text is not None
+    text = answer.text.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    if not text.startswith("{") or len(text) > MAX_JSON_CHARS:
+        return
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return  # prose that happens to start with a brace is still an answer, not a bad value
+    if not isinstance(parsed, Mapping):
+        return
+    answer.structured = True
+    keys = options.answer_keys
+    body = first_key(parsed, keys.get("answer", ()))
+    answer.text = body if isinstance(body, str) else None
+    stated = answer.stated
+    level = first_key(parsed, keys.get("supportLevel", ()))
+    if level is not None:
+        parsed_level = _support_level(reader, level)
+        if parsed_level is not None:
+            stated["supportLevel"] = parsed_level
+    for name, read in (
+        ("faithfulnessScore", reader.unit),
+        ("answerRelevanceScore", reader.unit),
+        ("hasConflict", reader.boolean),
+        ("documentsSilent", reader.boolean),
+        ("requiresExpertReview", reader.boolean),
+    ):
+        value = first_key(parsed, keys.get(name, ()))
+        if value is not None:
+            result = read(value)
+            if result is not None:
+                stated[name] = result
+    citations = first_key(parsed, keys.get("citations", ()))
+    if citations is not None:
+        answer.citations = _citation_references(citations, options, reader)
+
+
+def _citation_references(value: Any, options: SignalOptions, reader: Reader) -> list[str]:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        reader.skip()
+        return []
+    id_keys = options.document_keys.get("id", ())
+    references = []
+    for item in value:
+        if isinstance(item, Mapping):
+            item = first_key(item, id_keys)
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            reader.skip()
+            continue
+        references.append(str(item))
+    return references

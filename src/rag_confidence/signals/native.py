@@ -1,0 +1,104 @@
+"""Our own ``rag.signal.*`` attributes: explicit inputs that always win over derived ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import semconv
+from ._values import Reader
+
+_SUPPORT_LEVELS = frozenset({"high", "medium", "low"})
+
+
+def _support_level(reader: Reader, value: Any) -> str | None:
+    text = reader.string(value)
+    if text is None:
+        return None
+    lowered = text.strip().lower()
+    if lowered not in _SUPPORT_LEVELS:
+        reader.skip()
+        return None
+    return lowered
+
+
+def _note(reader: Reader, value: Any) -> str | None:
+    # An empty note is meaningful to the algorithm (no ambiguity), so it is kept as given.
+    if isinstance(value, str):
+        return value
+    if value is not None:
+        reader.skip()
+    return None
+
+
+Parse = Callable[[Reader, Any], Any]
+
+# attribute -> (ScoringInputs path, parser). A path with a dot goes into a nested object.
+FIELDS: Mapping[str, tuple[str, Parse]] = {
+    semconv.RAG_SIGNAL_SUPPORT_LEVEL: ("supportLevel", _support_level),
+    semconv.RAG_SIGNAL_HAS_CONFLICT: ("hasConflict", Reader.boolean),
+    semconv.RAG_SIGNAL_CONFLICTING_CANDIDATE_COUNT: ("conflictingCandidateCount", Reader.count),
+    semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: ("faithfulnessScore", Reader.unit),
+    semconv.RAG_SIGNAL_ANSWER_RELEVANCE_SCORE: ("answerRelevanceScore", Reader.unit),
+    semconv.RAG_SIGNAL_CITATION_COUNT: ("citationCount", Reader.count),
+    semconv.RAG_SIGNAL_CITATION_COVERAGE_SCORE: ("citationCoverageScore", Reader.unit),
+    semconv.RAG_SIGNAL_INVALID_CITATION_COUNT: ("invalidCitationCount", Reader.count),
+    semconv.RAG_SIGNAL_QUERY_COMPLEXITY: ("queryComplexity", Reader.string),
+    semconv.RAG_SIGNAL_DOCUMENTS_SILENT: ("documentsSilent", Reader.boolean),
+    semconv.RAG_SIGNAL_REQUIRES_EXPERT_REVIEW: ("requiresExpertReview", Reader.boolean),
+    semconv.RAG_SIGNAL_AMBIGUITY_NOTES: ("ambiguityNotes", _note),
+    semconv.RAG_SIGNAL_EXTERNAL_CONSTRAINT_NOTE: ("externalConstraintNote", _note),
+    semconv.RAG_SIGNAL_CLAIMS_TOTAL: ("claimSupport.totalClaims", Reader.count),
+    semconv.RAG_SIGNAL_CLAIMS_SUPPORTED: ("claimSupport.supportedClaims", Reader.count),
+    semconv.RAG_SIGNAL_CLAIMS_UNSUPPORTED: ("claimSupport.unsupportedClaims", Reader.count),
+    semconv.RAG_SIGNAL_CLAIMS_CONTRADICTED: ("claimSupport.contradictedClaims", Reader.count),
+    semconv.RAG_SIGNAL_CORPUS_TYPE_COUNT: ("corpusTypeCount", Reader.count),
+    semconv.RAG_SIGNAL_CORPUS_PRESENT_TYPES: ("presentTypes", Reader.strings),
+    semconv.RAG_SIGNAL_CORPUS_MISSING_RELEVANT_TYPE: ("missingRelevantType", Reader.boolean),
+    semconv.RAG_SIGNAL_CORPUS_MISSING_TYPES: ("missingTypes", Reader.strings),
+    semconv.RAG_SIGNAL_INDEX_EXPECTED_EMBEDDING_MODEL_VERSION: (
+        "indexIntegrity.expectedEmbeddingModelVersion",
+        Reader.string,
+    ),
+    semconv.RAG_SIGNAL_INDEX_ACTUAL_EMBEDDING_MODEL_VERSION: (
+        "indexIntegrity.actualEmbeddingModelVersion",
+        Reader.string,
+    ),
+    semconv.RAG_SIGNAL_INDEX_SOURCE_VERSION_MATCH_RATIO: (
+        "indexIntegrity.sourceVersionMatchRatio",
+        Reader.unit,
+    ),
+    semconv.RAG_SIGNAL_INDEX_STALE_INDEXED_DOCUMENT_RATIO: (
+        "indexIntegrity.staleIndexedDocumentRatio",
+        Reader.unit,
+    ),
+    semconv.RAG_SIGNAL_INDEX_FAILED_INGESTION_COUNT: ("indexIntegrity.failedIngestionCount", Reader.count),
+    semconv.RAG_SIGNAL_INDEX_ACL_FILTER_CONFIRMED: ("indexIntegrity.aclFilterConfirmed", Reader.boolean),
+    semconv.RAG_SIGNAL_INDEX_DELETED_SOURCE_LEAKAGE_COUNT: (
+        "indexIntegrity.deletedSourceLeakageCount",
+        Reader.count,
+    ),
+}
+
+# The ScoringInputs path each ``record_signals(**kwargs)`` keyword maps to, for the otel layer: the keyword
+# is the
+# attribute name without ``rag.signal.`` and with dots as underscores (``claims_total``,
+# ``index_failed_...``).
+ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
+    name.removeprefix(semconv.RAG_SIGNAL_PREFIX).replace(".", "_"): name for name in FIELDS
+}
+
+
+def read_native(attributes: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    """The ``rag.signal.*`` values of one span as flat ScoringInputs paths (``claimSupport.totalClaims``)."""
+    found: dict[str, Any] = {}
+    if not any(key.startswith(semconv.RAG_SIGNAL_PREFIX) for key in attributes):
+        return found
+    for attribute, (path, parse) in FIELDS.items():
+        value = attributes.get(attribute)
+        if value is None:
+            continue
+        parsed = parse(reader, value)
+        if parsed is not None:
+            found[path] = parsed
+    return found

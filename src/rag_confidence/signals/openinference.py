@@ -1,0 +1,180 @@
+"""OpenInference (``openinference.span.kind``): RETRIEVER, RERANKER, LLM and evaluation attributes.
+
+- RETRIEVER: ``retrieval.documents.{i}.document.{id,score,content,metadata}``; metadata is a JSON string. The
+  LangChain tracer records no id or score outside the metadata; its span's ``output.value`` JSON holds each
+  LangChain ``Document.id``, read as an extra id the document is known by.
+- RERANKER: ``reranker.output_documents.{i}.document.*``; scores and order are final.
+- LLM: the answer text from ``llm.output_messages.{i}.message.content`` (or ``message.contents``), else from
+  ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
+  ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
+- ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span (EVALUATOR spans carry
+them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import semconv
+from ._model import Evaluation, Generation, RawDocument, RawRetrieval
+from ._values import Reader, indexed
+from .records import SpanRecord
+
+_DOCUMENT_PREFIX = "document."
+
+
+def span_kind(span: SpanRecord) -> Any:
+    return span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+
+
+def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
+    kind = span_kind(span)
+    if kind == semconv.OPENINFERENCE_KIND_RETRIEVER:
+        documents = _documents(span.attributes, semconv.OI_RETRIEVAL_DOCUMENTS, reader)
+        if documents:
+            _add_langchain_ids(span.attributes, documents, reader)
+        return [RawRetrieval(span=span, documents=documents)] if documents else []
+    if kind == semconv.OPENINFERENCE_KIND_RERANKER:
+        documents = _documents(span.attributes, semconv.OI_RERANKER_OUTPUT_DOCUMENTS, reader)
+        return [RawRetrieval(span=span, documents=documents, rerank=True)] if documents else []
+    return []
+
+
+def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
+    documents = []
+    for item in indexed(attributes, prefix, reader):
+        # Flattened keys read ``document.id``; the structured form may hold ``{"document": {...}}`` or plain
+        # keys.
+        nested = item.get("document")
+        fields: Mapping[str, Any] = (
+            nested
+            if isinstance(nested, Mapping)
+            else {key.removeprefix(_DOCUMENT_PREFIX): value for key, value in item.items()}
+        )
+        documents.append(
+            RawDocument(
+                id=fields.get("id"),
+                score=fields.get("score"),
+                content=fields.get("content"),
+                metadata=reader.mapping(fields.get("metadata")),
+            )
+        )
+    return documents
+
+
+def _add_langchain_ids(attributes: Mapping[str, Any], documents: list[RawDocument], reader: Reader) -> None:
+    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    if not isinstance(output, str) or not output.startswith("{") or '"documents"' not in output:
+        return
+    parsed = reader.mapping(output)
+    listed = parsed.get("documents") if parsed is not None else None
+    if not isinstance(listed, list) or len(listed) != len(documents):
+        return
+    for document, entry in zip(documents, listed, strict=True):
+        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str) and entry["id"]:
+            document.aliases = (*document.aliases, entry["id"])
+
+
+def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
+    attributes = span.attributes
+    evaluations: list[Evaluation] = []
+    for prefix, name_key, score_key, label_key in (
+        (
+            semconv.OI_EVALUATIONS,
+            semconv.OI_EVALUATION_NAME,
+            semconv.OI_EVALUATION_SCORE,
+            semconv.OI_EVALUATION_LABEL,
+        ),
+        (
+            semconv.OI_ANNOTATIONS,
+            semconv.OI_ANNOTATION_NAME,
+            semconv.OI_ANNOTATION_SCORE,
+            semconv.OI_ANNOTATION_LABEL,
+        ),
+    ):
+        if not _has_prefix(attributes, prefix):
+            continue
+        for item in indexed(attributes, prefix, reader):
+            name = reader.string(item.get(name_key))
+            if name is None:
+                continue
+            label = item.get(label_key)
+            evaluations.append(
+                Evaluation(
+                    name=name,
+                    score=reader.number(item.get(score_key)),
+                    label=label if isinstance(label, str) else None,
+                )
+            )
+    return evaluations
+
+
+def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
+    if prefix in attributes:
+        return True
+    dotted = prefix + "."
+    return any(key.startswith(dotted) for key in attributes)
+
+
+def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
+    if span_kind(span) != semconv.OPENINFERENCE_KIND_LLM:
+        return None
+    attributes = span.attributes
+    finish_reasons: list[str] = []
+    reason = attributes.get(semconv.OI_LLM_FINISH_REASON)
+    if isinstance(reason, str) and reason:
+        finish_reasons.append(reason.lower())
+    text = _output_messages_text(attributes, reader)
+    if text is None:
+        text = _output_value_text(attributes, reader, finish_reasons)
+    return Generation(span=span, text=text, finish_reasons=tuple(finish_reasons))
+
+
+def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str | None:
+    if not _has_prefix(attributes, semconv.OI_LLM_OUTPUT_MESSAGES):
+        return None
+    texts = []
+    for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
+        content = message.get(semconv.OI_MESSAGE_CONTENT)
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        parts = [
+            value
+            for key, value in sorted(message.items())
+            if key.startswith(semconv.OI_MESSAGE_CONTENTS + ".")
+            and key.endswith(semconv.OI_MESSAGE_CONTENT_TEXT)
+            and isinstance(value, str)
+        ]
+        if parts:
+            texts.append("".join(parts))
+    return "\n".join(texts) if texts else None
+
+
+def _output_value_text(
+    attributes: Mapping[str, Any], reader: Reader, finish_reasons: list[str]
+) -> str | None:
+    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    if not isinstance(output, str):
+        if output is not None:
+            reader.skip()
+        return None
+    if attributes.get(semconv.OI_OUTPUT_MIME_TYPE) != "application/json":
+        return output
+    parsed = reader.json(output)
+    generations = parsed.get("generations") if isinstance(parsed, Mapping) else None
+    if not isinstance(generations, Sequence) or isinstance(generations, str):
+        # JSON that is not LangChain's LLMResult: it may be a structured answer, read as text further on.
+        return output
+    texts = []
+    for batch in generations:
+        for generation in batch if isinstance(batch, Sequence) and not isinstance(batch, str) else ():
+            if not isinstance(generation, Mapping):
+                continue
+            if isinstance(generation.get("text"), str):
+                texts.append(generation["text"])
+            info = generation.get("generation_info")
+            if isinstance(info, Mapping) and isinstance(info.get("finish_reason"), str):
+                finish_reasons.append(info["finish_reason"].lower())
+    return "\n".join(texts) if texts else None

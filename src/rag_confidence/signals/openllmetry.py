@@ -1,0 +1,120 @@
+"""OpenLLMetry (traceloop): LangChain retriever task spans, vector-DB result events, legacy completions.
+
+- ``opentelemetry-instrumentation-langchain`` retriever spans: ``gen_ai.operation.name = vector_db_retrieve``
+  with ``traceloop.entity.output`` (or ``gen_ai.task.output``) JSON ``{"documents": [{"page_content",
+  "metadata"}], "count"}``, present only when content tracing is on. Ids and scores come from the metadata.
+- Vector-DB instrumentors: one ``db.query.result`` event per result (``db.query.result.{id,score,distance,
+  metadata,document}``) or ``db.search.result`` (``db.search.result.{id,score,distance,entity}``);
+  ``db.system``
+  names the method.
+- Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import semconv
+from ._model import Generation, RawDocument, RawRetrieval
+from ._values import Reader, indexed
+from .records import SpanRecord
+
+_RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
+    # event -> (id, score, distance, metadata, content) attribute names
+    semconv.DB_QUERY_RESULT: (
+        semconv.DB_QUERY_RESULT_ID,
+        semconv.DB_QUERY_RESULT_SCORE,
+        semconv.DB_QUERY_RESULT_DISTANCE,
+        semconv.DB_QUERY_RESULT_METADATA,
+        semconv.DB_QUERY_RESULT_DOCUMENT,
+    ),
+    semconv.DB_SEARCH_RESULT: (
+        semconv.DB_SEARCH_RESULT_ID,
+        semconv.DB_SEARCH_RESULT_SCORE,
+        semconv.DB_SEARCH_RESULT_DISTANCE,
+        semconv.DB_SEARCH_RESULT_ENTITY,
+        None,
+    ),
+}
+
+
+def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
+    retrievals = []
+    attributes = span.attributes
+    if attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE:
+        documents = _task_documents(attributes, reader)
+        if documents:
+            retrievals.append(RawRetrieval(span=span, documents=documents))
+    events = _event_documents(span, reader)
+    if events:
+        system = attributes.get(semconv.DB_SYSTEM)
+        retrievals.append(
+            RawRetrieval(span=span, documents=events, method_hint=system if isinstance(system, str) else None)
+        )
+    return retrievals
+
+
+def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDocument]:
+    output = attributes.get(semconv.TRACELOOP_ENTITY_OUTPUT, attributes.get(semconv.GEN_AI_TASK_OUTPUT))
+    if output is None:
+        return []
+    parsed = reader.mapping(output)
+    listed = parsed.get("documents") if parsed is not None else None
+    if not isinstance(listed, list):
+        return []
+    documents = []
+    for entry in listed:
+        if not isinstance(entry, Mapping):
+            reader.skip()  # a document the tracer could only stringify
+            continue
+        metadata = entry.get("metadata")
+        documents.append(
+            RawDocument(
+                content=entry.get("page_content"),
+                metadata=metadata if isinstance(metadata, Mapping) else None,
+                aliases=(entry["id"],) if isinstance(entry.get("id"), str) and entry["id"] else (),
+            )
+        )
+    return documents
+
+
+def _event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
+    documents = []
+    for event in span.events:
+        names = _RESULT_EVENTS.get(event.name)
+        if names is None:
+            continue
+        id_key, score_key, distance_key, metadata_key, content_key = names
+        attributes = event.attributes
+        metadata = attributes.get(metadata_key)
+        documents.append(
+            RawDocument(
+                id=attributes.get(id_key),
+                score=attributes.get(score_key),
+                distance=attributes.get(distance_key),
+                content=attributes.get(content_key) if content_key else None,
+                metadata=reader.mapping(metadata) if metadata is not None else None,
+            )
+        )
+    return documents
+
+
+def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
+    attributes = span.attributes
+    if not any(key.startswith(semconv.GEN_AI_COMPLETION_PREFIX) for key in attributes):
+        return None
+    texts = []
+    finish_reasons = []
+    for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
+        if completion.get("role") not in (None, "assistant"):
+            continue
+        content = completion.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        reason = completion.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            finish_reasons.append(reason.lower())
+    return Generation(
+        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
+    )
