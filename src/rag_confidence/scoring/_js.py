@@ -1,0 +1,142 @@
+"""JavaScript number semantics the reference algorithm depends on.
+
+The reference is written in TypeScript, so its results carry JavaScript's rules: ``Math.round`` rounds halves
+towards +infinity, ``toFixed`` rounds the exact binary value half-up, ``Math.min``/``Math.max`` propagate NaN,
+division by zero yields infinities or NaN, and every comparison with NaN is false. Python differs on each point
+(``round`` is half-even, ``min`` depends on argument order, ``1 / 0`` raises), so scoring code calls these
+helpers wherever the reference's numbers would otherwise drift.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+Number = int | float
+
+NAN = math.nan
+INF = math.inf
+
+
+def js_round(value: Number) -> Number:
+    """``Math.round``: nearest integer, halves towards +infinity; NaN and infinities pass through."""
+    if isinstance(value, int):
+        return value
+    if value != value or value in (INF, -INF):
+        return value
+    floor = math.floor(value)
+    # Comparing the remainder (exact in binary) avoids the 0.49999999999999994 + 0.5 == 1.0 trap.
+    return floor + 1 if value - floor >= 0.5 else floor
+
+
+def round_to(value: Number, digits: int) -> float:
+    """The reference's ``Math.round(value * 10**digits) / 10**digits``."""
+    factor = 10**digits
+    return js_round(value * factor) / factor
+
+
+def to_fixed_number(value: Number, digits: int) -> float:
+    """``Number(value.toFixed(digits))``: half-up rounding of the exact binary value."""
+    if value != value or value in (INF, -INF):
+        return float(value)
+    quantum = Decimal(1).scaleb(-digits)
+    exact = Decimal(value)
+    # toFixed picks the larger candidate on a tie, which is half-up for positives and half-down for negatives.
+    rounded = exact.quantize(quantum, rounding=ROUND_HALF_UP if exact >= 0 else "ROUND_HALF_DOWN")
+    return float(rounded)
+
+
+def to_fixed(value: Number, digits: int) -> str:
+    """``value.toFixed(digits)`` as text, for explanations."""
+    if value != value:
+        return "NaN"
+    if value in (INF, -INF):
+        return "Infinity" if value > 0 else "-Infinity"
+    return f"{to_fixed_number(value, digits):.{digits}f}"
+
+
+def js_min(*values: Number) -> Number:
+    """``Math.min``: NaN if any argument is NaN, +infinity for no arguments."""
+    result: Number = INF
+    for value in values:
+        if value != value:
+            return NAN
+        if value < result:
+            result = value
+    return result
+
+
+def js_max(*values: Number) -> Number:
+    """``Math.max``: NaN if any argument is NaN, -infinity for no arguments."""
+    result: Number = -INF
+    for value in values:
+        if value != value:
+            return NAN
+        if value > result:
+            result = value
+    return result
+
+
+def clamp(value: Number, low: Number, high: Number) -> Number:
+    """``Math.max(low, Math.min(high, value))`` with NaN passing through."""
+    if value != value:
+        return value
+    if value > high:
+        return high
+    if value < low:
+        return low
+    return value
+
+
+def js_div(numerator: Number, denominator: Number) -> float:
+    """IEEE-754 division as JavaScript does it: x/0 is +-infinity, 0/0 is NaN."""
+    if denominator == 0:
+        if numerator == 0 or numerator != numerator:
+            return NAN
+        negative = (numerator < 0) != (math.copysign(1.0, denominator) < 0)
+        return -INF if negative else INF
+    return numerator / denominator
+
+
+def is_integer(value: object) -> bool:
+    """``Number.isInteger``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+
+
+def is_finite(value: object) -> bool:
+    """``Number.isFinite`` (false for non-numbers)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def slice_end(end: Number, length: int) -> int:
+    """The end index ``Array.prototype.slice(0, end)`` uses, as a Python slice bound."""
+    if end != end:
+        return 0
+    if end == INF:
+        return length
+    if end == -INF:
+        return 0
+    return int(end)  # truncation towards zero, like ToIntegerOrInfinity
+
+
+def js_str(value: object) -> str:
+    """``String(value)`` for the numbers, booleans and strings that appear in explanations."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (INF, -INF):
+            return "Infinity" if value > 0 else "-Infinity"
+        if value.is_integer() and abs(value) < 1e21:
+            return str(int(value))
+        return repr(value)
+    return str(value)

@@ -1,0 +1,432 @@
+"""Pydantic v2 models of everything the scoring core reads and returns.
+
+Field names are snake_case in Python and camelCase on the wire (``model_dump(by_alias=True)`` gives the JSON
+shape of the TypeScript package ``transparent-confidence``). Either name is accepted on input.
+
+>>> from rag_confidence.scoring.models import ScoringInputs, Candidate
+>>> inputs = ScoringInputs(
+...     support_level="high",
+...     candidates=[Candidate(retrieval_scores={"semantic": 0.9}, combined_score=0.9, document_id="a")],
+... )
+>>> inputs.model_dump(by_alias=True, exclude_none=True)["supportLevel"]
+'high'
+
+The scoring functions accept these models or plain camelCase dicts; results are always models.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic.alias_generators import to_camel
+
+# Strict: booleans and numeric strings are not numbers here. Non-finite values are allowed on purpose: the
+# reference lets NaN and infinities flow into warnings and diagnostics, and so do we.
+Num = Annotated[float, Strict()]
+Str = Annotated[str, Strict()]
+Bool = Annotated[bool, Strict()]
+
+SupportLevel = Literal["high", "medium", "low"]
+QueryComplexity = Literal["direct", "inferential", "multi-hop", "comparative"]
+DimensionName = Literal[
+    "grounding", "retrieval", "consistency", "relevance", "authority", "corpus", "freshness", "indexIntegrity"
+]
+RecommendedAction = Literal["answer", "review", "abstain"]
+WarningSeverity = Literal["info", "warn", "error"]
+WarningCode = Literal[
+    "deprecated-field",
+    "missing-candidates",
+    "documents-silent",
+    "missing-answer-relevance",
+    "missing-faithfulness",
+    "missing-conflict-signal",
+    "missing-freshness-dates",
+    "missing-corpus-count",
+    "authority-unclassified",
+    "single-retrieval-method",
+    "low-citation-coverage",
+    "invalid-citations",
+    "ambiguous-top-results",
+    "input-out-of-range",
+    "required-signal-missing",
+    "citation-quality-floor",
+    "duplicate-content",
+    "rank-signal-missing",
+    "low-calibration-sample-size",
+    "uncalibrated-score",
+    "index-integrity-incomplete",
+    "embedding-version-mismatch",
+    "acl-filter-unconfirmed",
+    "deleted-source-leakage",
+]
+SignalName = Literal[
+    "answerRelevanceScore",
+    "faithfulnessScore",
+    "claimSupport",
+    "citationCoverageScore",
+    "invalidCitationCount",
+    "citationCount",
+    "conflictSignal",
+    "freshnessDates",
+    "corpusTypes",
+    "authorityRanks",
+    "contentHashes",
+    "candidateRanks",
+    "indexIntegrity",
+]
+CalibrationOutcome = Literal["correct", "incorrect", "accepted", "rejected", "escalated"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------------------------
+class Candidate(_Model):
+    """One retrieved chunk that was handed to the model."""
+
+    retrieval_scores: dict[str, Num] = Field(description="Score of each retrieval method that found it (0-1).")
+    combined_score: Num = Field(description="Final fused or reranked score (0-1).")
+    document_id: Str | None = Field(default=None, description="Source document id, for diversity.")
+    document_type: Str | None = Field(default=None, description="Document type, for authority keywords.")
+    authority_rank: Num | None = Field(default=None, description="Explicit authority rank; lower is stronger.")
+    is_amendment: Bool | None = None
+    extraction_quality: Num | None = Field(default=None, description="0-1 multiplier on the score.")
+    last_updated: datetime.datetime | None = Field(default=None, description="For freshness (UTC if naive).")
+    content_hash: Str | None = Field(default=None, description="Identifies duplicate content.")
+    rank: Num | None = Field(default=None, description="1-based final position.")
+
+
+class ClaimSupport(_Model):
+    """Claim-level support counts from a claim checker."""
+
+    total_claims: Num
+    supported_claims: Num
+    unsupported_claims: Num | None = None
+    contradicted_claims: Num | None = None
+
+
+class IndexIntegrityInputs(_Model):
+    """Operational health of the index that served the retrieval."""
+
+    expected_embedding_model_version: Str | None = None
+    actual_embedding_model_version: Str | None = None
+    source_version_match_ratio: Num | None = None
+    stale_indexed_document_ratio: Num | None = None
+    failed_ingestion_count: Num | None = None
+    acl_filter_confirmed: Bool | None = None
+    deleted_source_leakage_count: Num | None = None
+
+
+class ScoringInputs(_Model):
+    """Everything known about one answer. Only ``support_level`` and ``candidates`` are required."""
+
+    support_level: SupportLevel
+    candidates: list[Candidate]
+    ambiguity_notes: Str | None = None
+    requires_expert_review: Bool | None = None
+    external_constraint_note: Str | None = None
+    documents_silent: Bool | None = None
+    has_conflict: Bool | None = None
+    conflicting_candidate_count: Num | None = None
+    query_complexity: QueryComplexity | None = None
+    faithfulness_score: Num | None = None
+    claim_support: ClaimSupport | None = None
+    citation_count: Num | None = None
+    citation_coverage_score: Num | None = None
+    invalid_citation_count: Num | None = None
+    answer_relevance_score: Num | None = None
+    corpus_type_count: Num | None = None
+    present_types: list[Str] | None = None
+    missing_relevant_type: Bool | None = None
+    missing_types: list[Str] | None = None
+    index_integrity: IndexIntegrityInputs | None = None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------------------------------------------
+class ScoreBands(_Model):
+    """Score thresholds, highest first; any subset overrides the defaults."""
+
+    full: Num | None = None
+    high: Num | None = None
+    medium: Num | None = None
+    low: Num | None = None
+
+
+class DuplicateContentConfig(_Model):
+    mode: Str | None = Field(default=None, description="'diagnostic' (default) or 'penalize'.")
+    penalty_per_duplicate: Num | None = None
+    max_penalty: Num | None = None
+
+
+class RankPenaltyConfig(_Model):
+    mode: Str | None = Field(default=None, description="'diagnostic' (default) or 'penalize'.")
+    after_rank: Num | None = None
+    penalty_per_rank: Num | None = None
+    max_penalty: Num | None = None
+
+
+class RetrievalConfig(_Model):
+    score_bands: ScoreBands | None = None
+    default_method_threshold: Num | None = None
+    method_thresholds: dict[str, Num] | None = None
+    min_confirmed_methods: Num | None = None
+    top_k: Num | None = None
+    min_top_score_gap_for_clear_winner: Num | None = None
+    duplicate_content: DuplicateContentConfig | None = None
+    rank_penalty: RankPenaltyConfig | None = None
+
+
+class RelevanceConfig(_Model):
+    required: Bool | None = None
+    score_bands: ScoreBands | None = None
+
+
+class AuthorityTier(_Model):
+    name: Str
+    rank: Num
+    keywords: list[Str] | None = None
+
+
+class AuthorityConfig(_Model):
+    tiers: list[AuthorityTier] | None = None
+    aggregation: Str | None = Field(default=None, description="'weighted' (default) or 'best'.")
+    top_k: Num | None = None
+
+
+class CorpusConfig(_Model):
+    expected_type_count: Num | None = None
+    expected_types: list[Str] | None = None
+
+
+class FreshnessConfig(_Model):
+    max_age_for_full_score: Num | None = None
+    penalty_per_month: Num | None = None
+    hard_cutoff_age: Num | None = None
+    now: datetime.datetime | None = Field(default=None, description="Reference time; default: the clock.")
+    aggregation: Str | None = Field(default=None, description="'median' (default), 'oldest' or 'newest'.")
+
+
+class IndexIntegrityConfig(_Model):
+    max_failed_ingestions_for_full_score: Num | None = None
+    stale_ratio_warn_at: Num | None = None
+    stale_ratio_zero_at: Num | None = None
+    require_acl_filter_confirmation: Bool | None = None
+
+
+class Weights(_Model):
+    grounding: Num | None = None
+    retrieval: Num | None = None
+    consistency: Num | None = None
+    relevance: Num | None = None
+    authority: Num | None = None
+    corpus: Num | None = None
+    freshness: Num | None = None
+    index_integrity: Num | None = None
+
+
+class ActionPolicy(_Model):
+    answer_at: Num | None = None
+    review_at: Num | None = None
+    abstain_below: Num | None = None
+    require_tier1_at_least: Num | None = Field(default=None, alias="requireTier1AtLeast")
+    abstain_on_documents_silent: Bool | None = None
+    review_on_warnings: list[Str] | None = None
+    abstain_on_warnings: list[Str] | None = None
+
+
+class SignalPolicy(_Model):
+    require: list[Str] | None = None
+    review_when_missing: list[Str] | None = None
+    abstain_when_missing: list[Str] | None = None
+    min_citation_coverage_score: Num | None = None
+    max_invalid_citation_count: Num | None = None
+
+
+class ScoringConfig(_Model):
+    """Optional extensions and policies. An extension is active when its key is present (even ``{}``)."""
+
+    preset: Str | None = Field(default=None, description="'legacy-v0.2', 'balanced-v0.3' or 'production-v0.3'.")
+    retrieval: RetrievalConfig | None = None
+    relevance: RelevanceConfig | None = None
+    authority: AuthorityConfig | None = None
+    corpus: CorpusConfig | None = None
+    freshness: FreshnessConfig | None = None
+    index_integrity: IndexIntegrityConfig | None = None
+    weights: Weights | None = None
+    action_policy: ActionPolicy | None = None
+    signal_policy: SignalPolicy | None = None
+    validation: Str | None = Field(default=None, description="'warn' (default) or 'strict'.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------------------
+class ConfidenceWarning(_Model):
+    code: Str
+    severity: WarningSeverity
+    message: Str
+    path: Str | None = None
+
+
+class DimensionBreakdown(_Model):
+    """Machine-readable attribution: ``raw == uncapped_raw + the clamp/cap adjustments``."""
+
+    components: dict[str, int | float]
+    adjustments: dict[str, int | float]
+    diagnostics: dict[str, bool | int | float | str] | None = None
+    uncapped_raw: int | float
+    raw: int | float
+
+
+class DimensionScore(_Model):
+    raw: int | float
+    max: int | float
+    normalized: int | float
+    explanation: str
+    breakdown: DimensionBreakdown
+    warnings: list[ConfidenceWarning] = Field(default_factory=list)
+
+
+class Tier1Result(_Model):
+    score: int | float
+    label: Literal["Strong", "Moderate", "Limited", "Insufficient", "Not Addressed"]
+    color: Literal["green", "amber", "orange", "red", "gray"]
+
+
+class Tier2Result(_Model):
+    score: int | float
+    label: Literal["Complete", "Good", "Partial", "Thin"]
+    color: Literal["green", "amber", "orange", "red"]
+
+
+class Dimensions(_Model):
+    grounding: DimensionScore
+    retrieval: DimensionScore
+    consistency: DimensionScore
+    relevance: DimensionScore | None = None
+    authority: DimensionScore | None = None
+    corpus: DimensionScore | None = None
+    freshness: DimensionScore | None = None
+    index_integrity: DimensionScore | None = None
+
+
+class ScorecardMeta(_Model):
+    algorithm_version: str
+    schema_version: str
+    raw_total: int | float
+    max_possible: int | float
+    active_extensions: list[str]
+    active_dimensions: list[DimensionName]
+    missing_signals: list[str]
+    warnings: list[ConfidenceWarning]
+    weights: dict[str, int | float]
+
+
+class ConfidenceScorecard(_Model):
+    """The scorecard of one answer.
+
+    ``total`` is an int in 0..100 for finite inputs (NaN only when the inputs carry non-finite numbers that
+    reach the weighted authority, as in the reference).
+    """
+
+    total: int | float
+    label: Literal["Strong", "Moderate", "Limited", "Insufficient"]
+    label_color: Literal["green", "amber", "orange", "red"]
+    recommended_action: RecommendedAction
+    action_reason: str
+    tier1: Tier1Result | None
+    tier2: Tier2Result | None
+    dimensions: Dimensions
+    meta: ScorecardMeta
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------------------------------------------
+class CalibrationSample(_Model):
+    id: Str | None = None
+    total: Num
+    recommended_action: RecommendedAction | None = None
+    outcome: CalibrationOutcome
+    query_type: Str | None = None
+    tags: list[Str] | None = None
+
+
+class BandSpec(_Model):
+    min: Num
+    max: Num
+
+
+class CalibrationConfig(_Model):
+    positive_outcomes: list[CalibrationOutcome] | None = None
+    bands: list[BandSpec] | None = None
+    min_samples_per_band: Num | None = None
+    target_precision_for_answer: Num | None = None
+    target_recall_for_abstain: Num | None = None
+
+
+class CalibrationBand(_Model):
+    min: int | float
+    max: int | float
+    count: int
+    positive_count: int
+    positive_rate: int | float
+    average_score: int | float
+
+
+class ActionRate(_Model):
+    count: int
+    positive_rate: int | float
+
+
+class ActionSummary(_Model):
+    answer: ActionRate
+    review: ActionRate
+    abstain: ActionRate
+
+
+class RecommendedPolicy(_Model):
+    answer_at: int | float
+    review_at: int | float
+    abstain_below: int | float
+
+
+class CalibrationReport(_Model):
+    sample_count: int
+    positive_count: int
+    positive_rate: int | float
+    bands: list[CalibrationBand]
+    action_summary: ActionSummary
+    recommended_policy: RecommendedPolicy
+    warnings: list[ConfidenceWarning]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluator bridges
+# --------------------------------------------------------------------------------------------------------------
+class ExternalEvaluationSignals(_Model):
+    """Signals an evaluation framework produced for one answer; absent fields are ``None``."""
+
+    faithfulness_score: Num | None = None
+    answer_relevance_score: Num | None = None
+    claim_support: ClaimSupport | None = None
+    citation_coverage_score: Num | None = None
+    invalid_citation_count: Num | None = None
+    citation_count: Num | None = None
+    has_conflict: Bool | None = None
+    conflicting_candidate_count: Num | None = None
+
+
+class EvaluationSignalMergeResult(_Model):
+    inputs: ScoringInputs
+    warnings: list[ConfidenceWarning]
+
+
+PlainDict = dict[str, Any]
