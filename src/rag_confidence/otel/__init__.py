@@ -1,0 +1,36 @@
+"""RAG answer confidence inside OpenTelemetry: a span processor, a decorator, metrics and evaluation events.
+
+>>> from rag_confidence.otel import ConfidenceSpanProcessor, scored_answer, record_signals, last_scorecard
+
+Modules by job: ``processor`` (the span processor), ``decorator`` (``@scored_answer``), ``recording``
+(``record_signals``, ``mark_answer``), ``attributes`` (scorecard -> span attributes), ``metrics`` (the
+instruments), ``events`` (the ``gen_ai.evaluation.result`` log record), ``setup`` (``OTEL_*`` environment
+setup and the ``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
+"""
+
+from __future__ import annotations
+
+from .attributes import scorecard_attributes
+from .decorator import last_scorecard, scored_answer
+from .events import EvaluationEmitter, evaluation_event_attributes
+from .metrics import ConfidenceInstruments, span_context_as_parent
+from .processor import ConfidenceSpanProcessor, ProcessorStats
+from .recording import mark_answer, record_signals
+from .setup import RagConfidenceConfigurator, Telemetry, configure_from_env
+
+__all__ = [
+    "ConfidenceInstruments",
+    "ConfidenceSpanProcessor",
+    "EvaluationEmitter",
+    "ProcessorStats",
+    "RagConfidenceConfigurator",
+    "Telemetry",
+    "configure_from_env",
+    "evaluation_event_attributes",
+    "last_scorecard",
+    "mark_answer",
+    "record_signals",
+    "scorecard_attributes",
+    "scored_answer",
+    "span_context_as_parent",
+]

@@ -26,11 +26,11 @@ __all__ = ["ConfidenceInstruments", "span_context_as_parent"]
 _METER_NAME = "rag_confidence"
 
 
-def _package_version() -> str | None:
+def _package_version() -> str:
     try:
         return importlib.metadata.version("rag-confidence")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree that was never installed
-        return None
+        return ""
 
 
 def span_context_as_parent(span_context: SpanContext) -> Context:

@@ -1,0 +1,271 @@
+"""``@scored_answer``: open (or adopt) the answer span, score the answer before the span ends, hand the
+scorecard back to the caller."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast, overload
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import Span, TracerProvider
+
+from .. import semconv
+from ..scoring.models import ConfidenceScorecard, ScoringConfig
+from ..signals import SignalOptions, find_answers
+from ..signals.native import ATTRIBUTE_BY_KEYWORD, FIELDS
+from ..signals.records import SpanRecord
+from .answer_scoring import AnswerScorer
+from .events import EvaluationEmitter
+from .metrics import ConfidenceInstruments
+from .processor import pending_spans_under
+from .recording import _SINK, _SignalSink
+
+__all__ = ["last_scorecard", "scored_answer"]
+
+_logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+SignalsFromResult = Callable[[Any], "Mapping[str, Any] | None"]
+ScoreCallback = Callable[[ConfidenceScorecard, Any], None]
+
+_LAST: ContextVar[ConfidenceScorecard | None] = ContextVar("rag_confidence_last_scorecard", default=None)
+# The span id given to the record holding ``record_signals`` values when no processor buffered the answer's
+# spans: 0 is the invalid span id, so it can never collide with a real span.
+_SINK_SPAN_ID = 0
+
+
+def last_scorecard() -> ConfidenceScorecard | None:
+    """The scorecard of the latest ``@scored_answer`` call that returned in this context (thread or task).
+
+    Read it right after the call to gate on the recommended action::
+
+        text = answer("What is the notice period?")
+        card = last_scorecard()
+        if card is None or card.recommended_action == "abstain":
+            text = "I can't answer that reliably."
+
+    It is None before any scored call, and after a call whose scoring failed. A call run in another task
+    (``asyncio.create_task``) sets it in that task's context only: use ``on_score`` there.
+    """
+    return _LAST.get()
+
+
+@overload
+def scored_answer(config: F) -> F: ...
+
+
+@overload
+def scored_answer(
+    config: ScoringConfig | Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    signals: SignalsFromResult | None = None,
+    on_score: ScoreCallback | None = None,
+    adopt_current_span: bool = False,
+    signal_options: SignalOptions | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    logger_provider: LoggerProvider | None = None,
+    emit_events: bool = True,
+) -> Callable[[F], F]: ...
+
+
+def scored_answer(
+    config: ScoringConfig | Mapping[str, Any] | Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    signals: SignalsFromResult | None = None,
+    on_score: ScoreCallback | None = None,
+    adopt_current_span: bool = False,
+    signal_options: SignalOptions | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    logger_provider: LoggerProvider | None = None,
+    emit_events: bool = True,
+) -> Any:
+    """Score every call of the decorated function (sync or async) as one RAG answer.
+
+    The call runs in an answer span (``rag.answer = true``; named ``name`` or the function's qualified name),
+    or, with ``adopt_current_span=True``, in the current recording span (a web framework's server span, say).
+    When the function returns, and *before* the span ends, the answer is scored from:
+
+    - the spans that ended beneath the answer span, as buffered by ``ConfidenceSpanProcessor`` (install it:
+      without it only the answer span's own attributes and ``record_signals`` values are read);
+    - ``signals(result)``: a mapping of inputs read from the return value (camelCase ScoringInputs keys, or
+      the ``record_signals`` keywords), which wins over everything extracted from spans.
+
+    The ``rag.confidence.*`` attributes are set on the answer span with the public API, the metrics and the
+    ``gen_ai.evaluation.result`` log record are recorded in its context, and the scorecard reaches the
+    caller through :func:`last_scorecard` and the optional ``on_score(scorecard, result)`` callback. A call
+    that raises is not scored. Scoring never raises: a failure is logged and marked ``rag.confidence.error``
+    on the span.
+
+    >>> @scored_answer(signals=lambda result: {"supportLevel": result["support"]})
+    ... def answer(question: str) -> dict[str, str]:
+    ...     return {"text": "...", "support": "high"}
+    >>> answer("q")["support"], last_scorecard().recommended_action in ("answer", "review", "abstain")
+    ('high', True)
+    """
+    if callable(config) and not isinstance(config, Mapping):
+        return scored_answer()(config)
+    scorer = AnswerScorer(config, signal_options)
+    instruments = ConfidenceInstruments(meter_provider)
+    events = EvaluationEmitter(logger_provider) if emit_events else None
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+
+    def decorate(function: F) -> F:
+        span_name = name or function.__qualname__
+
+        @contextmanager
+        def answer_scope() -> Iterator[tuple[Span, _SignalSink]]:
+            sink = _SignalSink()
+            token = _SINK.set(sink)
+            try:
+                current = trace.get_current_span()
+                if adopt_current_span and current.is_recording():
+                    current.set_attribute(semconv.RAG_ANSWER, True)
+                    yield current, sink
+                else:
+                    with tracer.start_as_current_span(
+                        span_name, attributes={semconv.RAG_ANSWER: True}
+                    ) as span:
+                        yield span, sink
+            finally:
+                _SINK.reset(token)
+
+        def finish(span: Span, sink: _SignalSink, result: Any) -> None:
+            scorecard = _score(span, sink, result, scorer, signals, instruments, events)
+            _LAST.set(scorecard)
+            if scorecard is not None and on_score is not None:
+                try:
+                    on_score(scorecard, result)
+                except Exception:
+                    _logger.exception("rag-confidence: the on_score callback raised")
+
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with answer_scope() as (span, sink):
+                    result = await function(*args, **kwargs)
+                    finish(span, sink, result)
+                    return result
+
+            return cast(F, async_wrapper)
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with answer_scope() as (span, sink):
+                result = function(*args, **kwargs)
+                finish(span, sink, result)
+                return result
+
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def _score(
+    span: Span,
+    sink: _SignalSink,
+    result: Any,
+    scorer: AnswerScorer,
+    signals: SignalsFromResult | None,
+    instruments: ConfidenceInstruments,
+    events: EvaluationEmitter | None,
+) -> ConfidenceScorecard | None:
+    try:
+        span_context = span.get_span_context()
+        answer = _answer_record(span)
+        records: list[SpanRecord] = []
+        buffered = pending_spans_under(span_context)
+        if buffered is not None:
+            records.extend(SpanRecord.from_readable_span(child) for child in buffered)
+        elif sink.attributes:
+            # No processor holds this trace: the values given to record_signals stand in for the spans.
+            records.append(
+                SpanRecord(
+                    trace_id=span_context.trace_id,
+                    span_id=_SINK_SPAN_ID,
+                    parent_span_id=span_context.span_id,
+                    name="record_signals",
+                    attributes=dict(sink.attributes),
+                )
+            )
+        records.append(answer)
+        group = next(g for g in find_answers(records) if g.answer.span_id == span_context.span_id)
+        overrides = _overrides(signals(result)) if signals is not None else None
+        scored = scorer.score(group.spans, overrides)
+    except Exception as error:
+        _logger.warning("rag-confidence: scoring the answer failed", exc_info=True)
+        if span.is_recording():
+            span.set_attribute(semconv.RAG_CONFIDENCE_ERROR, type(error).__name__)
+        return None
+    span.set_attributes(dict(scored.attributes))
+    context = trace.set_span_in_context(span)
+    try:
+        instruments.record(scored.scorecard, scored.duration_s, context)
+        if events is not None:
+            events.emit(scored.scorecard, context)
+    except Exception:
+        _logger.warning("rag-confidence: recording confidence metrics or the event failed", exc_info=True)
+    return scored.scorecard
+
+
+def _answer_record(span: Span) -> SpanRecord:
+    if isinstance(span, ReadableSpan):
+        return SpanRecord.from_readable_span(span)
+    # A span from another SDK: ids only, marked so that it is its own answer.
+    context = span.get_span_context()
+    return SpanRecord(context.trace_id, context.span_id, None, "answer", {semconv.RAG_ANSWER: True})
+
+
+def _overrides(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``signals(result)`` as camelCase inputs: ``record_signals`` keywords become their input paths."""
+    if values is None:
+        return None
+    if not isinstance(values, Mapping):
+        dump = getattr(values, "model_dump", None)
+        if dump is None:
+            raise TypeError(f"signals(result) must return a mapping, not {type(values).__name__}")
+        values = cast("Mapping[str, Any]", dump(by_alias=True, exclude_none=True))
+    overrides: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        attribute = ATTRIBUTE_BY_KEYWORD.get(key)
+        path = FIELDS[attribute][0] if attribute is not None else _camel(key)
+        head, _, tail = path.partition(".")
+        if tail:
+            nested = overrides.setdefault(head, {})
+            nested[tail] = value
+        else:
+            overrides[head] = _camel_keys(head, value)
+    return overrides
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _camel_keys(key: str, value: Any) -> Any:
+    # Only the keys of ScoringInputs' own objects are field names; ``retrievalScores`` keys are method names.
+    if key in ("claimSupport", "indexIntegrity") and isinstance(value, Mapping):
+        return {_camel(str(field)): item for field, item in value.items()}
+    if key == "candidates" and isinstance(value, list):
+        return [
+            {_camel(str(field)): item for field, item in candidate.items()}
+            if isinstance(candidate, Mapping)
+            else candidate
+            for candidate in value
+        ]
+    return value

@@ -1,0 +1,389 @@
+"""``ConfidenceSpanProcessor``: scores RAG answers as their spans end and forwards an enriched copy.
+
+Ended SDK spans are read-only (attributes are frozen before any processor sees them), and every processor on a
+provider receives the same object. So this processor *wraps* the exporting processor: each span goes to the
+downstream processor exactly once, and an answer span goes as a new ``ReadableSpan`` carrying the scorecard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
+from opentelemetry.util.types import AttributeValue
+
+from .. import semconv
+from ..scoring.models import ScoringConfig
+from ..signals import SignalOptions, find_answers
+from ..signals.records import SpanRecord
+from .answer_scoring import AnswerScorer, ScoredAnswer
+from .events import EvaluationEmitter
+from .metrics import ConfidenceInstruments, span_context_as_parent
+
+__all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
+
+_logger = logging.getLogger(__name__)
+
+# Processors alive in this process, so that ``@scored_answer`` can read the spans buffered beneath its answer
+# span before that span ends (see ``pending_spans_under``). Weak: the registry keeps no processor alive.
+_LIVE_PROCESSORS: weakref.WeakSet[ConfidenceSpanProcessor] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+# Failures on the span path are logged with their traceback this many times per processor, then only counted.
+_LOGGED_FAILURES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStats:
+    """Counters of one processor since it was created (a consistent snapshot)."""
+
+    #: Spans handed to the downstream processor (one per span ended).
+    spans_forwarded: int
+    #: Answers scored here (answers the decorator already scored are forwarded as they are and not counted).
+    answers_scored: int
+    #: Answers whose scoring failed; their span was forwarded with ``rag.confidence.error`` instead.
+    scoring_failures: int
+    #: Traces whose buffered spans were dropped before their answer ended (TTL or ``max_pending_traces``).
+    traces_evicted: int
+    #: Spans not buffered because their trace already held ``max_spans_per_trace`` (still forwarded).
+    spans_not_buffered: int
+    #: Traces with spans buffered right now.
+    pending_traces: int
+
+
+class _PendingTrace:
+    """The ended spans of one trace whose local root has not ended yet."""
+
+    __slots__ = ("answered", "created", "spans")
+
+    def __init__(self, created: float) -> None:
+        self.created = created
+        self.spans: list[ReadableSpan] = []
+        # Set once an answer of this trace has been scored: its local root is then no answer by rule (c).
+        self.answered = False
+
+
+class ConfidenceSpanProcessor(SpanProcessor):
+    """Scores each RAG answer when its span ends and forwards every span to ``downstream`` exactly once.
+
+    Register it *instead of* the exporting processor, wrapping it::
+
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from rag_confidence.otel import ConfidenceSpanProcessor
+
+        provider = TracerProvider()
+        provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(OTLPSpanExporter())))
+
+    Answers (see ``rag_confidence.signals.answers``): a span with ``rag.answer = true`` (set by
+    ``@scored_answer`` and ``mark_answer()``), else the local root of a trace that holds a retrieval span.
+    Spans are buffered per trace until the answer or the local root ends; then the answer's spans are turned
+    into scoring inputs, scored, and the answer span is forwarded as a copy with the ``rag.confidence.*``
+    attributes. The metrics and the ``gen_ai.evaluation.result`` log record are recorded in the answer span's
+    context. Answers already scored by ``@scored_answer`` pass through untouched.
+
+    Beware:
+
+    - Only spans that end *before* their answer span are read (the normal nesting). A child that outlives its
+      answer (fire-and-forget work) is forwarded but not scored.
+    - Another processor registered on the same provider sees the original span, without the scorecard: put
+      every exporting processor inside this one (or use several ``ConfidenceSpanProcessor``).
+    - The enriched copy carries our attributes in addition to the span's own, beyond the span attribute count
+      limit if the span was full: our attributes are bounded (about 40) and are the point of the exercise.
+    - State is bounded: a trace's buffer is released when its local root ends, dropped after ``pending_ttl_s``
+      or when more than ``max_pending_traces`` are pending (counted in :meth:`stats`).
+    - It never raises into the application: a failure to score is logged, counted and marked on the span with
+      ``rag.confidence.error``; the span is forwarded regardless.
+    """
+
+    def __init__(
+        self,
+        downstream: SpanProcessor,
+        *,
+        config: ScoringConfig | Mapping[str, Any] | None = None,
+        signal_options: SignalOptions | None = None,
+        meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        emit_events: bool = True,
+        max_pending_traces: int = 10_000,
+        max_spans_per_trace: int = 1_000,
+        pending_ttl_s: float = 300.0,
+    ) -> None:
+        if max_pending_traces < 1 or max_spans_per_trace < 1 or not pending_ttl_s > 0:
+            raise ValueError("max_pending_traces, max_spans_per_trace and pending_ttl_s must be positive")
+        self._downstream = downstream
+        self._scorer = AnswerScorer(config, signal_options)
+        self._instruments = ConfidenceInstruments(meter_provider)
+        self._events = EvaluationEmitter(logger_provider) if emit_events else None
+        self._max_pending_traces = max_pending_traces
+        self._max_spans_per_trace = max_spans_per_trace
+        self._ttl_s = pending_ttl_s
+        self._lock = threading.Lock()
+        # Insertion order is creation order, so the oldest trace is always first: eviction is O(1).
+        self._pending: OrderedDict[int, _PendingTrace] = OrderedDict()
+        self._forwarded = 0
+        self._scored = 0
+        self._failures = 0
+        self._evicted = 0
+        self._not_buffered = 0
+        with _LIVE_LOCK:
+            _LIVE_PROCESSORS.add(self)
+
+    # -- SpanProcessor ---------------------------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            self._downstream.on_start(span, parent_context=parent_context)
+        except Exception:
+            _logger.exception("downstream span processor failed in on_start")
+
+    def _on_ending(self, span: Span) -> None:
+        # Part of the SDK's processor protocol (private there): pass it on so a downstream that uses it works.
+        try:
+            self._downstream._on_ending(span)
+        except Exception:
+            _logger.exception("downstream span processor failed in _on_ending")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            forwarded = self._process(span)
+        except Exception:  # a bug of ours must never cost the application its span
+            forwarded = span
+            self._count_failure("processing an ended span failed")
+        try:
+            self._downstream.on_end(forwarded)
+        except Exception:
+            _logger.exception("downstream span processor failed in on_end")
+        with self._lock:
+            self._forwarded += 1
+
+    def shutdown(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE_PROCESSORS.discard(self)
+        with self._lock:
+            self._pending.clear()
+        self._downstream.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._downstream.force_flush(timeout_millis)
+
+    # -- public helpers --------------------------------------------------------------------------------------
+
+    def stats(self) -> ProcessorStats:
+        """Counters since creation; ``traces_evicted`` above zero means answers went unscored (see the class
+        docstring for the bounds)."""
+        with self._lock:
+            return ProcessorStats(
+                spans_forwarded=self._forwarded,
+                answers_scored=self._scored,
+                scoring_failures=self._failures,
+                traces_evicted=self._evicted,
+                spans_not_buffered=self._not_buffered,
+                pending_traces=len(self._pending),
+            )
+
+    def pending_spans_under(self, span_context: SpanContext) -> list[ReadableSpan] | None:
+        """The buffered (ended) spans beneath ``span_context``; None when its trace is not pending here.
+
+        ``@scored_answer`` reads these to score its answer before the answer span ends.
+        """
+        with self._lock:
+            pending = self._pending.get(span_context.trace_id)
+            spans = list(pending.spans) if pending is not None else None
+        if spans is None:
+            return None
+        return _subtree(spans, span_context.span_id)
+
+    # -- the span path ---------------------------------------------------------------------------------------
+
+    def _process(self, span: ReadableSpan) -> ReadableSpan:
+        context = span.context
+        if context is None:
+            return span
+        attributes = span.attributes or {}
+        parent = span.parent
+        local_root = parent is None or parent.is_remote
+        marked = attributes.get(semconv.RAG_ANSWER) is True
+        if not (local_root or marked):
+            self._buffer(context.trace_id, span)
+            return span
+
+        members, answered_before = self._take(context.trace_id, context.span_id, local_root=local_root)
+        if marked and _already_scored(attributes):
+            return span  # scored by @scored_answer before it ended: metrics and event are recorded already
+        if not marked and answered_before:
+            return span  # rule (c) holds only for traces without a marked answer
+        records = [SpanRecord.from_readable_span(member) for member in members]
+        records.append(SpanRecord.from_readable_span(span))
+        group = next((g for g in find_answers(records) if g.answer.span_id == context.span_id), None)
+        if group is None:
+            return span
+        try:
+            scored = self._scorer.score(group.spans)
+        except Exception as error:
+            self._count_failure("scoring an answer failed")
+            return _copy_with(span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
+        self._publish(scored, context)
+        with self._lock:
+            self._scored += 1
+        return _copy_with(span, scored.attributes)
+
+    def _publish(self, scored: ScoredAnswer, span_context: SpanContext) -> None:
+        context = span_context_as_parent(span_context)
+        try:
+            self._instruments.record(scored.scorecard, scored.duration_s, context)
+            if self._events is not None:
+                self._events.emit(scored.scorecard, context)
+        except Exception:
+            self._count_failure("recording confidence metrics or the evaluation event failed")
+
+    def _buffer(self, trace_id: int, span: ReadableSpan) -> None:
+        with self._lock:
+            pending = self._pending.get(trace_id)
+            if pending is None:
+                now = time.monotonic()
+                self._evict(now)
+                pending = self._pending[trace_id] = _PendingTrace(now)
+            if len(pending.spans) < self._max_spans_per_trace:
+                pending.spans.append(span)
+            else:
+                self._not_buffered += 1
+
+    def _evict(self, now: float) -> None:
+        # Called with the lock held, once per new trace: amortised O(1).
+        pending = self._pending
+        deadline = now - self._ttl_s
+        while pending:
+            oldest = next(iter(pending.values()))
+            if oldest.created > deadline and len(pending) < self._max_pending_traces:
+                break
+            pending.popitem(last=False)
+            self._evicted += 1
+
+    def _take(self, trace_id: int, span_id: int, *, local_root: bool) -> tuple[list[ReadableSpan], bool]:
+        """Remove and return the buffered spans beneath ``span_id``; also whether an answer of this trace was
+        scored before. A local root releases its trace; a nested answer leaves a mark that it was answered."""
+        with self._lock:
+            pending = self._pending.get(trace_id)
+            if pending is None:
+                if local_root:
+                    return [], False
+                now = time.monotonic()
+                self._evict(now)
+                pending = self._pending[trace_id] = _PendingTrace(now)
+            answered = pending.answered
+            members = _subtree(pending.spans, span_id) if pending.spans else []
+            if len(members) == len(pending.spans):
+                pending.spans = []
+            else:
+                taken = {id(member) for member in members}
+                pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+            if local_root:
+                # Spans left over belong to another local root of the same trace (two requests of one remote
+                # trace served here at once); they keep their buffer until that root ends or the TTL passes.
+                if not pending.spans:
+                    del self._pending[trace_id]
+            else:
+                pending.answered = True
+            return members, answered
+
+    def _count_failure(self, message: str) -> None:
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+        if failures <= _LOGGED_FAILURES:
+            _logger.warning(
+                "rag-confidence: %s (logged %d of at most %d times)",
+                message,
+                failures,
+                _LOGGED_FAILURES,
+                exc_info=True,
+            )
+
+
+def _already_scored(attributes: Mapping[str, Any]) -> bool:
+    return semconv.RAG_CONFIDENCE_ACTION in attributes or semconv.RAG_CONFIDENCE_ERROR in attributes
+
+
+def pending_spans_under(span_context: SpanContext) -> list[ReadableSpan] | None:
+    """The spans buffered beneath ``span_context`` by any live ``ConfidenceSpanProcessor``; None when no live
+    processor holds its trace (no processor installed, or no child ended yet)."""
+    with _LIVE_LOCK:
+        processors = list(_LIVE_PROCESSORS)
+    found: list[ReadableSpan] | None = None
+    for processor in processors:
+        spans = processor.pending_spans_under(span_context)
+        if spans is not None:
+            found = (found or []) + spans
+    return found
+
+
+def live_processor_count() -> int:
+    """How many ``ConfidenceSpanProcessor`` are installed (not shut down) in this process."""
+    with _LIVE_LOCK:
+        return len(_LIVE_PROCESSORS)
+
+
+def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]:
+    """The spans beneath ``root_span_id`` (transitively), in buffer order."""
+    children: dict[int, list[int]] = {}
+    for index, span in enumerate(spans):
+        parent = span.parent
+        if parent is not None and not parent.is_remote:
+            children.setdefault(parent.span_id, []).append(index)
+    selected: list[int] = []
+    stack = [root_span_id]
+    seen = {root_span_id}
+    while stack:
+        for index in children.get(stack.pop(), ()):
+            selected.append(index)
+            context = spans[index].context
+            child_id = context.span_id if context is not None else None
+            if child_id is not None and child_id not in seen:
+                seen.add(child_id)
+                stack.append(child_id)
+    selected.sort()
+    return [spans[index] for index in selected]
+
+
+class _EnrichedSpan(ReadableSpan):
+    """A copy of an ended span with more attributes; keeps the original's dropped-attribute count."""
+
+    def __init__(self, original: ReadableSpan, attributes: Mapping[str, AttributeValue]) -> None:
+        super().__init__(
+            name=original.name,
+            context=original.context,
+            parent=original.parent,
+            resource=original.resource,
+            attributes=attributes,
+            events=original.events,
+            links=original.links,
+            kind=original.kind,
+            status=original.status,
+            start_time=original.start_time,
+            end_time=original.end_time,
+            instrumentation_scope=original.instrumentation_scope,
+        )
+        self._original_dropped_attributes = original.dropped_attributes
+
+    @property
+    def dropped_attributes(self) -> int:
+        return self._original_dropped_attributes
+
+
+def _copy_with(span: ReadableSpan, extra: Mapping[str, AttributeValue]) -> ReadableSpan:
+    attributes: dict[str, AttributeValue] = dict(span.attributes or {})
+    attributes.update(extra)
+    return _EnrichedSpan(span, attributes)

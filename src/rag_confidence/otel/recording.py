@@ -1,0 +1,159 @@
+"""``record_signals`` and ``mark_answer``: what application code tells the scorer about an answer.
+
+Both write ordinary span attributes (``rag.signal.*``, ``rag.answer``) with the public API, so they work with
+or without this package's processor and show up in any backend as plain attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
+
+from .. import semconv
+from ..signals.native import ATTRIBUTE_BY_KEYWORD
+
+__all__ = ["mark_answer", "record_signals", "signal_attributes"]
+
+_logger = logging.getLogger(__name__)
+
+# Nested ScoringInputs objects accepted as one keyword: their keys (snake_case or camelCase) map to the flat
+# keywords of ``ATTRIBUTE_BY_KEYWORD``.
+_NESTED_KEYWORDS: Mapping[str, Mapping[str, str]] = {
+    "claim_support": {
+        "total_claims": "claims_total",
+        "supported_claims": "claims_supported",
+        "unsupported_claims": "claims_unsupported",
+        "contradicted_claims": "claims_contradicted",
+    },
+    "index_integrity": {
+        keyword.removeprefix("index_"): keyword
+        for keyword in ATTRIBUTE_BY_KEYWORD
+        if keyword.startswith("index_")
+    },
+}
+_UNPREFIXED_CORPUS = {
+    "present_types": "corpus_present_types",
+    "missing_types": "corpus_missing_types",
+    "missing_relevant_type": "corpus_missing_relevant_type",
+}
+
+
+class _SignalSink:
+    """Collects ``record_signals`` values for the ``@scored_answer`` call they happen in (a context-local)."""
+
+    __slots__ = ("attributes",)
+
+    def __init__(self) -> None:
+        self.attributes: dict[str, AttributeValue] = {}
+
+
+_SINK: ContextVar[_SignalSink | None] = ContextVar("rag_confidence_signal_sink", default=None)
+
+
+def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
+    """The ``rag.signal.*`` attributes for ``record_signals`` keywords (None values are left out).
+
+    Raises ``TypeError`` for a keyword that is no signal, like any function given an unexpected keyword.
+
+    >>> signal_attributes(support_level="high", claim_support={"total_claims": 4, "supported_claims": 3})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'rag.signal.support_level': 'high', 'rag.signal.claims.total': 4, 'rag.signal.claims.supported': 3}
+    """
+    attributes: dict[str, AttributeValue] = {}
+    for keyword, value in signals.items():
+        if value is None:
+            continue
+        nested = _NESTED_KEYWORDS.get(keyword)
+        if nested is not None:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"record_signals: {keyword} must be a mapping, not {type(value).__name__}")
+            for key, item in value.items():
+                flat = nested.get(_snake(str(key)))
+                if flat is None:
+                    raise TypeError(f"record_signals: {keyword} has no field {key!r}")
+                if item is not None:
+                    attributes[ATTRIBUTE_BY_KEYWORD[flat]] = _attribute_value(item)
+            continue
+        attribute = ATTRIBUTE_BY_KEYWORD.get(_UNPREFIXED_CORPUS.get(keyword, keyword))
+        if attribute is None:
+            raise TypeError(
+                f"record_signals got an unexpected keyword {keyword!r}; "
+                f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS]))}"
+            )
+        attributes[attribute] = _attribute_value(value)
+    return attributes
+
+
+def record_signals(**signals: Any) -> bool:
+    """Set scoring inputs as ``rag.signal.*`` attributes on the current span; return whether a span took them.
+
+    Keywords are the snake_case ScoringInputs fields: ``support_level``, ``has_conflict``,
+    ``faithfulness_score``, ``answer_relevance_score``, ``citation_count``, ``query_complexity``, ... plus
+    ``claim_support={...}`` and ``index_integrity={...}`` (or their flat forms ``claims_total``,
+    ``index_failed_ingestion_count``, ...). An explicit signal always wins over one derived from spans.
+
+    Call it where your code knows the value, inside the answer (the ``@scored_answer`` function, or any span
+    beneath the answer span)::
+
+        @scored_answer()
+        def answer(question: str) -> str:
+            docs = retrieve(question)
+            record_signals(support_level="high", faithfulness_score=0.92)
+            return generate(question, docs)
+
+    Without a recording current span this is a logged no-op (returns False). That is the case inside LangChain
+    runnables traced by the OpenInference tracer, which does not make its spans current: call it in your own
+    span around the chain, or in the decorated function. Inside a ``@scored_answer`` call the values are also
+    kept for that answer, so they count even when the current span is not the answer's.
+    """
+    attributes = signal_attributes(**signals)
+    sink = _SINK.get()
+    if sink is not None:
+        sink.attributes.update(attributes)
+    span = trace.get_current_span()
+    if not span.is_recording():
+        if sink is None:
+            _logger.debug(
+                "record_signals: no recording span is current; %d signal(s) not recorded", len(attributes)
+            )
+        return sink is not None
+    span.set_attributes(attributes)
+    return True
+
+
+def mark_answer(span: trace.Span | None = None) -> bool:
+    """Mark ``span`` (default: the current span) as an answer: it gets its own scorecard when it ends.
+
+    For answers the decorator does not wrap, with ``ConfidenceSpanProcessor`` installed::
+
+        with tracer.start_as_current_span("answer"):
+            mark_answer()
+            ...
+
+    Returns False (and logs) when the span is not recording.
+    """
+    target = span if span is not None else trace.get_current_span()
+    if not target.is_recording():
+        _logger.debug("mark_answer: the span is not recording; nothing marked")
+        return False
+    target.set_attribute(semconv.RAG_ANSWER, True)
+    return True
+
+
+def _attribute_value(value: Any) -> AttributeValue:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return [str(item) for item in value]
+    raise TypeError(
+        f"record_signals: {type(value).__name__} is no attribute value (str, bool, number, list of str)"
+    )
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)

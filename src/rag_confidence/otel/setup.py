@@ -1,0 +1,193 @@
+"""One-call setup from the standard ``OTEL_*`` variables, and the ``opentelemetry-instrument`` configurator.
+
+Both go through the SDK's own environment configuration (the configurator class distros are meant to
+subclass), so every ``OTEL_*`` variable means what it means everywhere else; the only change is that each
+exporting span processor is wrapped in one :class:`ConfidenceSpanProcessor`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from .. import semconv
+from ..errors import ConfigValidationError
+from ..scoring.models import ScoringConfig
+from ..signals import SignalOptions
+from .processor import ConfidenceSpanProcessor
+
+__all__ = ["ENV_CONFIG", "RagConfidenceConfigurator", "Telemetry", "configure_from_env"]
+
+_logger = logging.getLogger(__name__)
+
+#: Path of a JSON scoring config (camelCase, as for ``compute_confidence``) used by the zero-code setup.
+ENV_CONFIG = "RAG_CONFIDENCE_CONFIG"
+_CONFIGURATOR_ENV = "OTEL_PYTHON_CONFIGURATOR"
+_EXPORTER_ENVS = {
+    "traces": "OTEL_TRACES_EXPORTER",
+    "metrics": "OTEL_METRICS_EXPORTER",
+    "logs": "OTEL_LOGS_EXPORTER",
+}
+_OTLP = "otlp"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """The providers :func:`configure_from_env` installed globally, and the confidence processor."""
+
+    tracer_provider: trace.TracerProvider
+    meter_provider: metrics.MeterProvider
+    logger_provider: _logs.LoggerProvider
+    processor: ConfidenceSpanProcessor | None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> None:
+        """Export everything pending on all three signals."""
+        for provider in (self.tracer_provider, self.meter_provider, self.logger_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        """Flush and shut down all three providers (call once, at exit)."""
+        for provider in (self.tracer_provider, self.meter_provider, self.logger_provider):
+            shutdown = getattr(provider, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+
+
+class RagConfidenceConfigurator(_OTelSDKConfigurator):
+    """The ``opentelemetry_configurator`` entry point ``rag_confidence``: zero-code scoring.
+
+    Turn it on by selecting it::
+
+        OTEL_PYTHON_CONFIGURATOR=rag_confidence opentelemetry-instrument python app.py
+
+    Selected, it configures traces, metrics and logs from the ``OTEL_*`` variables (defaulting each
+    ``OTEL_*_EXPORTER`` to ``otlp``, as ``opentelemetry-distro`` does) and wraps the exporting span processors
+    in a :class:`ConfidenceSpanProcessor`; ``RAG_CONFIDENCE_CONFIG`` may name a JSON scoring config file. Not
+    selected (another configurator may be loaded first, or none named), it behaves exactly like the SDK's
+    default configurator, so installing rag-confidence changes nothing by itself.
+    """
+
+    def _configure(self, **kwargs: Any) -> None:
+        if os.environ.get(_CONFIGURATOR_ENV, "").strip() != semconv.CONFIGURATOR_NAME:
+            super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+            return
+        _configure_sdk(self, _ProcessorFactory(config=_config_from_env()), kwargs)
+
+
+def configure_from_env(
+    config: ScoringConfig | Mapping[str, Any] | None = None,
+    *,
+    signal_options: SignalOptions | None = None,
+    **processor_options: Any,
+) -> Telemetry:
+    """Set up traces, metrics and logs over OTLP from the standard ``OTEL_*`` variables, with scoring on.
+
+    ``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``,
+    ``OTEL_TRACES_SAMPLER``, ``OTEL_METRIC_EXPORT_INTERVAL``, ... all apply; each ``OTEL_*_EXPORTER``
+    defaults to ``otlp``. The providers become the global ones (call this once, at startup). ``config`` and
+    ``processor_options`` go to :class:`ConfidenceSpanProcessor`.
+
+    >>> telemetry = configure_from_env({"preset": "production-v0.3"})  # doctest: +SKIP
+    >>> ...
+    >>> telemetry.shutdown()  # doctest: +SKIP
+    """
+    factory = _ProcessorFactory(config=config, signal_options=signal_options, options=processor_options)
+    configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
+    processor = _configure_sdk(configurator, factory, {})
+    return Telemetry(
+        tracer_provider=trace.get_tracer_provider(),
+        meter_provider=metrics.get_meter_provider(),
+        logger_provider=_logs.get_logger_provider(),
+        processor=processor,
+    )
+
+
+def _configure_sdk(
+    configurator: _OTelSDKConfigurator, factory: _ProcessorFactory, kwargs: dict[str, Any]
+) -> ConfidenceSpanProcessor | None:
+    for signal, variable in _EXPORTER_ENVS.items():
+        key = f"{_singular(signal)}_exporter_names"
+        if not os.environ.get(variable, "").strip() and key not in kwargs:
+            kwargs[key] = [_OTLP]
+    kwargs["export_span_processor"] = factory
+    # The SDK's own environment setup, bypassing only our selection check above.
+    _OTelSDKConfigurator._configure(configurator, **kwargs)  # type: ignore[no-untyped-call]
+    return factory.install_if_unused()
+
+
+class _ProcessorFactory:
+    """``export_span_processor`` for the SDK's setup: one confidence processor around all exporters.
+
+    The SDK calls it once per configured span exporter. Scoring once per answer (not once per exporter) needs
+    one processor: the first call returns it, wrapping a fan-out; later exporters join the fan-out and the SDK
+    gets an inert processor for them.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: ScoringConfig | Mapping[str, Any] | None,
+        signal_options: SignalOptions | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._config = config
+        self._signal_options = signal_options
+        self._options = dict(options or {})
+        self._fan_out: SynchronousMultiSpanProcessor | None = None
+        self.processor: ConfidenceSpanProcessor | None = None
+
+    def __call__(self, span_exporter: SpanExporter, *args: Any, **kwargs: Any) -> SpanProcessor:
+        exporting = BatchSpanProcessor(span_exporter, *args, **kwargs)
+        if self._fan_out is not None:
+            self._fan_out.add_span_processor(exporting)
+            return SpanProcessor()
+        self._fan_out = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
+        self._fan_out.add_span_processor(exporting)
+        self.processor = self._new_processor(self._fan_out)
+        return self.processor
+
+    def install_if_unused(self) -> ConfidenceSpanProcessor | None:
+        """With no span exporter configured, still score (for metrics and events) on the global provider."""
+        if self.processor is not None:
+            return self.processor
+        provider = trace.get_tracer_provider()
+        if not isinstance(provider, TracerProvider):
+            return None
+        self.processor = self._new_processor(SpanProcessor())
+        provider.add_span_processor(self.processor)
+        return self.processor
+
+    def _new_processor(self, downstream: SpanProcessor) -> ConfidenceSpanProcessor:
+        return ConfidenceSpanProcessor(
+            downstream, config=self._config, signal_options=self._signal_options, **self._options
+        )
+
+
+def _config_from_env() -> dict[str, Any] | None:
+    path = os.environ.get(ENV_CONFIG, "").strip()
+    if not path:
+        return None
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        message = f"{ENV_CONFIG}={path!r} is not a readable JSON file: {error}"
+        raise ConfigValidationError(message, path=ENV_CONFIG) from error
+    if not isinstance(loaded, dict):
+        raise ConfigValidationError(f"{ENV_CONFIG}={path!r} must hold a JSON object", path=ENV_CONFIG)
+    return loaded
+
+
+def _singular(signal: str) -> str:
+    return {"traces": "trace", "metrics": "metric", "logs": "log"}[signal]
