@@ -1,0 +1,411 @@
+"""Signals from real LangChain pipelines under both LangChain tracers, offline.
+
+The pipelines are real ``langchain-core`` objects (an ``InMemoryVectorStore`` searched with a small
+bag-of-words embedding, a keyword retriever, a prompt, ``FakeListLLM``/``FakeListChatModel``) traced by
+the real ``openinference-instrumentation-langchain`` and ``opentelemetry-instrumentation-langchain``.
+Expected ids and scores come from calling the vector store directly, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import FakeListChatModel, FakeListLLM
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import PromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+from openinference.instrumentation.langchain import LangChainInstrumentor
+from opentelemetry import trace
+from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangchainInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import semconv
+from rag_confidence.signals import (
+    AnswerGroup,
+    SignalOptions,
+    extract_signals,
+    find_answers,
+    records_from_readable_spans,
+)
+
+CORPUS = {
+    "doc-1": ("Paris is the capital of France.", {"document_type": "atlas", "last_updated": "2024-05-01"}),
+    "doc-2": ("Berlin is the capital of Germany.", {"document_type": "atlas"}),
+    "doc-3": ("France borders Spain and Italy.", {"document_type": "guide", "authority_rank": 2}),
+    "doc-4": ("The Loire is the longest river in France.", {"document_type": "guide"}),
+}
+QUESTION = "What is the capital of France?"
+_WORD = re.compile(r"[a-z]+")
+
+
+class WordEmbeddings(Embeddings):
+    """Bag-of-words vectors over the corpus vocabulary: deterministic, offline, non-negative cosines."""
+
+    def __init__(self) -> None:
+        words = sorted({word for text, _ in CORPUS.values() for word in _WORD.findall(text.lower())})
+        self.vocabulary = {word: index for index, word in enumerate(words)}
+
+    def _embed(self, text: str) -> list[float]:
+        vector = [0.0] * len(self.vocabulary)
+        for word in _WORD.findall(text.lower()):
+            if word in self.vocabulary:
+                vector[self.vocabulary[word]] += 1.0
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._embed(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed(text)
+
+
+def make_store() -> InMemoryVectorStore:
+    store = InMemoryVectorStore(WordEmbeddings())
+    store.add_documents(
+        [Document(page_content=text, metadata=dict(metadata)) for text, metadata in CORPUS.values()],
+        ids=list(CORPUS),
+    )
+    return store
+
+
+class ScoredVectorRetriever(BaseRetriever):
+    """Puts the store's id and similarity into the metadata: the LangChain tracer records no id or score."""
+
+    store: InMemoryVectorStore
+    k: int = 3
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(
+                id=doc.id,
+                page_content=doc.page_content,
+                metadata={**doc.metadata, "id": doc.id, "score": score},
+            )
+            for doc, score in self.store.similarity_search_with_score(query, k=self.k)
+        ]
+
+
+class KeywordRetriever(BaseRetriever):
+    """A BM25-like keyword retriever: the score is the number of shared words, so it runs above 1."""
+
+    k: int = 2
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(page_content=text, metadata={"doc_id": doc_id, "relevance_score": float(hits)})
+            for doc_id, text, hits in keyword_hits(query)[: self.k]
+        ]
+
+
+def keyword_hits(query: str) -> list[tuple[str, str, int]]:
+    words = set(_WORD.findall(query.lower()))
+    scored = [
+        (doc_id, text, len(words & set(_WORD.findall(text.lower())))) for doc_id, (text, _) in CORPUS.items()
+    ]
+    return sorted((item for item in scored if item[2] > 0), key=lambda item: -item[2])
+
+
+def prompt() -> PromptTemplate:
+    return PromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+
+
+def format_documents(documents: list[Document]) -> str:
+    return "\n".join(f"[{index}] {doc.page_content}" for index, doc in enumerate(documents, start=1))
+
+
+@pytest.fixture(scope="module")
+def openinference() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture(scope="module")
+def openllmetry() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = OpenLLMetryLangchainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter
+    finally:
+        instrumentor.uninstrument()
+
+
+def only_answer(exporter: InMemorySpanExporter) -> AnswerGroup:
+    groups = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    assert len(groups) == 1, [group.answer.name for group in groups]
+    return groups[0]
+
+
+def expected_vector_hits(store: InMemoryVectorStore, k: int = 3) -> list[tuple[str, float]]:
+    hits = [(doc.id, score) for doc, score in store.similarity_search_with_score(QUESTION, k=k)]
+    assert all(doc_id is not None for doc_id, _ in hits)
+    return [(str(doc_id), score) for doc_id, score in hits]
+
+
+def single_retriever_chain(llm: Any, store: InMemoryVectorStore) -> Any:
+    retriever = ScoredVectorRetriever(store=store)
+    return (
+        {"context": retriever | RunnableLambda(format_documents), "question": RunnablePassthrough()}
+        | prompt()
+        | llm
+        | StrOutputParser()
+    )
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["FakeListLLM", "FakeListChatModel"])
+def test_openinference_single_retriever(openinference: InMemorySpanExporter, chat: bool) -> None:
+    store = make_store()
+    expected = expected_vector_hits(store)
+    # Cites the first presented document by position, the second by id, and a document nobody retrieved.
+    second_id = expected[1][0]
+    text = f"Paris is the capital of France [1]. It is not Berlin [{second_id}]. Rome is in Italy [doc-99]."
+    llm = FakeListChatModel(responses=[text]) if chat else FakeListLLM(responses=[text])
+    openinference.clear()
+
+    assert single_retriever_chain(llm, store).invoke(QUESTION) == text
+
+    group = only_answer(openinference)
+    assert group.rule == "root" and group.answer.parent_span_id is None
+    signals = extract_signals(group.spans)
+    candidates = signals.inputs["candidates"]
+    assert [(c["documentId"], c["retrievalScores"]) for c in candidates] == [
+        (doc_id, {"scoredvector": pytest.approx(score)}) for doc_id, score in expected
+    ]
+    assert [c["combinedScore"] for c in candidates] == pytest.approx([score for _, score in expected])
+    assert [c["rank"] for c in candidates] == [1, 2, 3]
+    # Metadata through the key map: document_type, last_updated, authority_rank.
+    by_id = {c["documentId"]: c for c in candidates}
+    for doc_id, candidate in by_id.items():
+        assert candidate["documentType"] == CORPUS[doc_id][1]["document_type"]
+    if "doc-1" in by_id:
+        assert by_id["doc-1"]["lastUpdated"] == "2024-05-01"
+    if "doc-3" in by_id:
+        assert by_id["doc-3"]["authorityRank"] == 2
+
+    assert signals.inputs["citationCount"] == 2
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == pytest.approx(2 / 3)
+    assert signals.inputs["supportLevel"] == "medium"
+    assert set(signals.derived) == {
+        "supportLevel",
+        "citationCount",
+        "invalidCitationCount",
+        "citationCoverageScore",
+    }
+    assert signals.skipped == 0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+
+
+def hybrid_chain(llm: Any, store: InMemoryVectorStore) -> Any:
+    retrievers = RunnableParallel(
+        vector=ScoredVectorRetriever(store=store), keyword=KeywordRetriever(), question=RunnablePassthrough()
+    )
+
+    def merge(inputs: dict[str, Any]) -> dict[str, Any]:
+        seen: dict[str, Document] = {}
+        for doc in [*inputs["vector"], *inputs["keyword"]]:
+            seen.setdefault(doc.metadata.get("id") or doc.metadata["doc_id"], doc)
+        return {"context": format_documents(list(seen.values())), "question": inputs["question"]}
+
+    return retrievers | RunnableLambda(merge) | prompt() | llm | StrOutputParser()
+
+
+def test_openinference_hybrid_retrieval_merges_by_document_id(openinference: InMemorySpanExporter) -> None:
+    store = make_store()
+    vector = dict(expected_vector_hits(store))
+    keyword = {doc_id: float(hits) for doc_id, _, hits in keyword_hits(QUESTION)[:2]}
+    top_keyword = max(keyword.values())
+    assert top_keyword > 1  # the keyword scores really are outside 0..1
+    openinference.clear()
+
+    hybrid_chain(FakeListLLM(responses=["Paris [doc-1]."]), store).invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openinference).spans)
+    candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
+    assert set(candidates) == set(vector) | set(keyword)
+    for doc_id, candidate in candidates.items():
+        expected_scores = {}
+        if doc_id in vector:
+            expected_scores["scoredvector"] = pytest.approx(vector[doc_id])
+        if doc_id in keyword:
+            # Documented rule: a span with scores above 1 is divided by its largest score.
+            expected_scores["keyword"] = pytest.approx(keyword[doc_id] / top_keyword)
+        assert candidate["retrievalScores"] == expected_scores
+        assert candidate["combinedScore"] == pytest.approx(max(candidate["retrievalScores"].values()))
+    combined = [c["combinedScore"] for c in signals.inputs["candidates"]]
+    assert combined == sorted(combined, reverse=True)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] is True
+    assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 0
+
+
+def test_openinference_method_from_run_metadata(openinference: InMemorySpanExporter) -> None:
+    store = make_store()
+    retriever = ScoredVectorRetriever(store=store).with_config(
+        metadata={semconv.RAG_RETRIEVAL_METHOD: "dense"}
+    )
+    openinference.clear()
+
+    (retriever | RunnableLambda(format_documents)).invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openinference).spans)
+    assert {method for c in signals.inputs["candidates"] for method in c["retrievalScores"]} == {"dense"}
+
+
+def test_application_span_around_the_chain_is_the_answer(openinference: InMemorySpanExporter) -> None:
+    """The documented pattern for ``record_signals`` with LangChain: the application's own span."""
+    store = make_store()
+    app_provider = TracerProvider()
+    app_provider.add_span_processor(SimpleSpanProcessor(openinference))
+    tracer = app_provider.get_tracer("app")
+    openinference.clear()
+
+    with tracer.start_as_current_span("answer") as span:
+        span.set_attribute(semconv.RAG_ANSWER, True)
+        single_retriever_chain(FakeListLLM(responses=["Paris."]), store).invoke(QUESTION)
+        span.set_attribute(semconv.RAG_SIGNAL_FAITHFULNESS_SCORE, 0.93)
+
+    group = only_answer(openinference)
+    assert group.rule == "marked" and group.answer.name == "answer"
+    assert len(group.spans) == len(openinference.get_finished_spans())
+    signals = extract_signals(group.spans)
+    assert len(signals.inputs["candidates"]) == 3
+    assert signals.inputs["faithfulnessScore"] == 0.93
+    assert signals.inputs["supportLevel"] == "high" and signals.sources["supportLevel"] == "faithfulnessScore"
+    # No markers in the answer: nothing derived, nothing penalised.
+    assert "citationCount" not in signals.inputs
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+
+
+def test_openinference_spans_are_not_current_inside_runnables(openinference: InMemorySpanExporter) -> None:
+    """Why ``record_signals`` inside a chain step is a no-op under the OpenInference LangChain tracer."""
+    seen: list[bool] = []
+
+    def step(value: str) -> str:
+        seen.append(trace.get_current_span().is_recording())
+        return value
+
+    openinference.clear()
+    RunnableLambda(step).invoke("x")
+    assert seen == [False]
+    assert len(openinference.get_finished_spans()) == 1  # the step itself was traced, just not made current
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["FakeListLLM", "FakeListChatModel"])
+def test_openllmetry_single_retriever(openllmetry: InMemorySpanExporter, chat: bool) -> None:
+    store = make_store()
+    expected = expected_vector_hits(store)
+    text = "Paris is the capital [1]. Nothing else [2] [3] [4]."
+    llm = FakeListChatModel(responses=[text]) if chat else FakeListLLM(responses=[text])
+    openllmetry.clear()
+
+    single_retriever_chain(llm, store).invoke(QUESTION)
+
+    group = only_answer(openllmetry)
+    retrieval_spans = [
+        span
+        for span in group.spans
+        if span.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE
+    ]
+    assert len(retrieval_spans) == 1 and retrieval_spans[0].kind == "CLIENT"
+    signals = extract_signals(group.spans)
+    assert [(c["documentId"], c["combinedScore"]) for c in signals.inputs["candidates"]] == [
+        (doc_id, pytest.approx(score)) for doc_id, score in expected
+    ]
+    # LangChain names the retriever ``scoredvector``; both tracers record that name, so methods agree.
+    assert all(set(c["retrievalScores"]) == {"scoredvector"} for c in signals.inputs["candidates"])
+    assert signals.inputs["citationCount"] == 3
+    assert signals.inputs["invalidCitationCount"] == 1  # [4]: only three documents were retrieved
+    assert signals.inputs["citationCoverageScore"] == 1.0
+
+
+def test_openllmetry_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None:
+    store = make_store()
+    vector = dict(expected_vector_hits(store))
+    keyword = {doc_id for doc_id, _, _ in keyword_hits(QUESTION)[:2]}
+    openllmetry.clear()
+
+    hybrid_chain(FakeListLLM(responses=["Paris."]), store).invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openllmetry).spans)
+    methods = {c["documentId"]: set(c["retrievalScores"]) for c in signals.inputs["candidates"]}
+    assert methods == {
+        doc_id: {name for name, ids in (("scoredvector", vector), ("keyword", keyword)) if doc_id in ids}
+        for doc_id in set(vector) | keyword
+    }
+
+
+def test_both_tracers_at_once_count_one_retrieval(
+    openinference: InMemorySpanExporter, openllmetry: InMemorySpanExporter
+) -> None:
+    """Two tracers on one retriever report the same documents twice: one retrieval, one method."""
+    store = make_store()
+    openinference.clear()
+    openllmetry.clear()
+
+    single_retriever_chain(FakeListLLM(responses=["Paris [1]."]), store).invoke(QUESTION)
+
+    spans = [*openinference.get_finished_spans(), *openllmetry.get_finished_spans()]
+    records = records_from_readable_spans(spans)
+    groups = find_answers(records)
+    # The two tracers build separate traces (each its own root): score each trace once...
+    assert len(groups) == 2
+    # ...and the same spans merged into one list still give one retrieval.
+    merged = extract_signals(records)
+    assert merged.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert len(merged.inputs["candidates"]) == 3
+
+
+def test_unscored_langchain_documents_are_counted_not_invented(openinference: InMemorySpanExporter) -> None:
+    store = make_store()
+    openinference.clear()
+    store.as_retriever(search_kwargs={"k": 2}).invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openinference).spans)
+    assert signals.inputs["candidates"] == []
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
+
+
+def test_custom_key_map_reads_other_metadata_names(openinference: InMemorySpanExporter) -> None:
+    class SourceRetriever(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [Document(page_content="x", metadata={"source_id": "kb-7", "similarity_pct": 0.42})]
+
+    openinference.clear()
+    SourceRetriever().invoke(QUESTION)
+    group = only_answer(openinference)
+
+    default = extract_signals(group.spans)
+    assert default.inputs["candidates"] == []
+    options = SignalOptions(document_keys={"id": ("source_id",), "score": ("similarity_pct",)})
+    custom = extract_signals(group.spans, options)
+    assert custom.inputs["candidates"] == [
+        {"retrievalScores": {"source": 0.42}, "combinedScore": 0.42, "documentId": "kb-7", "rank": 1}
+    ]
+    assert not math.isnan(custom.inputs["candidates"][0]["combinedScore"])
