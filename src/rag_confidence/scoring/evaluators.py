@@ -1,0 +1,128 @@
+"""Bridges from evaluation frameworks to scoring inputs.
+
+Each ``from_*`` reads the result object of one framework family and keeps only well-typed values (numbers are
+not range-checked here: validation of the merged inputs reports out-of-range values). Booleans are not numbers.
+:func:`merge_evaluation_signals` then fills the inputs' gaps, never overriding a value that is present.
+
+>>> signals = from_ragas_like({"faithfulness": 0.92, "answer_relevancy": 0.88})
+>>> merged = merge_evaluation_signals({"supportLevel": "high", "candidates": []}, signals)
+>>> merged.inputs.faithfulness_score
+0.92
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import InputValidationError
+from ._plain import compile_model
+from .models import ClaimSupport, EvaluationSignalMergeResult, ExternalEvaluationSignals, ScoringInputs
+
+MERGED_FIELDS = (
+    "faithfulness_score",
+    "answer_relevance_score",
+    "claim_support",
+    "citation_coverage_score",
+    "invalid_citation_count",
+    "citation_count",
+    "has_conflict",
+    "conflicting_candidate_count",
+)
+
+_check_signals = compile_model(ExternalEvaluationSignals, InputValidationError)
+
+
+def _number(result: Mapping[str, Any], key: str) -> float | None:
+    value = result.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _string(result: Mapping[str, Any], key: str) -> str | None:
+    value = result.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _boolean(result: Mapping[str, Any], key: str) -> bool | None:
+    value = result.get(key)
+    return value if isinstance(value, bool) else None
+
+
+def _signals(**values: Any) -> ExternalEvaluationSignals:
+    return ExternalEvaluationSignals.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+def from_ragas_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
+    """Ragas-style scores: ``faithfulness`` and ``answer_relevancy`` (or ``answerRelevance``)."""
+    relevance = _number(result, "answer_relevancy")
+    return _signals(
+        faithfulness_score=_number(result, "faithfulness"),
+        answer_relevance_score=relevance if relevance is not None else _number(result, "answerRelevance"),
+    )
+
+
+def from_deepeval_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
+    """DeepEval-style: ``faithfulnessScore``, ``answerRelevancyScore``, or ``metric="faithfulness"`` + ``score``."""
+    faithfulness = _number(result, "faithfulnessScore")
+    metric = _string(result, "metric")
+    if faithfulness is None and metric is not None and metric.lower() == "faithfulness":
+        faithfulness = _number(result, "score")
+    return _signals(faithfulness_score=faithfulness, answer_relevance_score=_number(result, "answerRelevancyScore"))
+
+
+def from_trulens_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
+    """TruLens-style feedback: ``groundedness`` and ``answer_relevance``."""
+    return _signals(
+        faithfulness_score=_number(result, "groundedness"),
+        answer_relevance_score=_number(result, "answer_relevance"),
+    )
+
+
+def from_custom_judge(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
+    """A custom LLM judge that answers in our own field names (claim counts need total and supported)."""
+    total = _number(result, "totalClaims")
+    supported = _number(result, "supportedClaims")
+    claims = None
+    if total is not None and supported is not None:
+        claims = {"totalClaims": total, "supportedClaims": supported}
+        for key in ("unsupportedClaims", "contradictedClaims"):
+            value = _number(result, key)
+            if value is not None:
+                claims[key] = value
+    return _signals(
+        faithfulness_score=_number(result, "faithfulnessScore"),
+        answer_relevance_score=_number(result, "answerRelevanceScore"),
+        claim_support=claims,
+        citation_coverage_score=_number(result, "citationCoverageScore"),
+        invalid_citation_count=_number(result, "invalidCitationCount"),
+        citation_count=_number(result, "citationCount"),
+        has_conflict=_boolean(result, "hasConflict"),
+        conflicting_candidate_count=_number(result, "conflictingCandidateCount"),
+    )
+
+
+def merge_evaluation_signals(
+    inputs: ScoringInputs | Mapping[str, Any], signals: ExternalEvaluationSignals | Mapping[str, Any]
+) -> EvaluationSignalMergeResult:
+    """Fill the fields of ``inputs`` that were not given with the evaluator's ``signals``.
+
+    A field given as ``None`` explicitly counts as given, as ``null`` does in the reference. The result's
+    ``warnings`` list is always empty (kept for the reference's shape).
+    """
+    model = inputs if isinstance(inputs, ScoringInputs) else ScoringInputs.model_validate(inputs)
+    extra = (
+        signals
+        if isinstance(signals, ExternalEvaluationSignals)
+        else ExternalEvaluationSignals.model_validate(_check_signals(signals, "signals"))
+    )
+    update: dict[str, Any] = {}
+    for field in MERGED_FIELDS:
+        if field in model.model_fields_set:
+            continue
+        value = getattr(extra, field)
+        if value is not None:
+            update[field] = ClaimSupport.model_validate(value.model_dump()) if field == "claim_support" else value
+    merged = model.model_copy(update=update)
+    return EvaluationSignalMergeResult(inputs=merged, warnings=[])
