@@ -1,9 +1,9 @@
 """Retrievals of one answer to ScoringInputs candidates.
 
-- **One retrieval, not two.** A retrieval span nested in another retrieval span and reporting the same set of
-  documents (LlamaIndex ``retrieve`` around ``_retrieve``) counts once: the one with more scored documents is
-  kept, the outer one on a tie. Two spans reporting the same documents in the same order with the same scores
-  (two tracers on one retriever) also count once.
+- **One retrieval, not two.** A retrieval span with document-reporting retrieval spans beneath it wraps
+  them (LlamaIndex ``retrieve`` around ``_retrieve``; fusion, router and ensemble retrievers) and is not a
+  method of its own: the wrapped spans are. Two spans reporting the same documents in the same order with
+  the same scores (two tracers on one retriever) count once.
 - **Hybrid.** Documents are merged across retrieval spans by id (any id a document is known by; the content
   hash when it has none) into one candidate with one ``retrievalScores`` entry per method. One method seen on
   several spans (multi-query) keeps the best score per document.
@@ -51,41 +51,40 @@ class Assembled:
     # Every retrieved document in the order it was presented (reranker order, else first appearance): the list
     # numeric citation markers point into.
     presented: list[Merged]
-    retrievals: list[Retrieval]
     unscored: int
-    dropped_by_reranker: int
+    # Documents retrieved but left out of the presented list (reranked or fused away).
+    dropped_by_presenter: int
 
 
-def dedupe(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> list[Retrieval]:
+def organize(
+    retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]
+) -> tuple[list[Retrieval], Retrieval | None]:
+    """Split retrievals (in end order) into methods and the one list presented to the generator, if any.
+
+    A retrieval span with other document-reporting retrieval spans beneath it wraps them (LlamaIndex
+    ``retrieve`` around ``_retrieve``, a fusion, router or ensemble retriever): it is not a method of its own.
+    The presented list is the last reranker's output, else the last wrapper's documents.
+    """
     parents = {span.span_id: span.parent_span_id for span in spans}
-    kept: list[Retrieval] = []
-    for retrieval in retrievals:
-        duplicate_of = None
-        for index, other in enumerate(kept):
-            if retrieval.rerank != other.rerank:
-                continue
-            if _same_report(retrieval, other) or (
-                _nested(retrieval.span, other.span, parents) and _keys(retrieval) == _keys(other)
-            ):
-                duplicate_of = index
-                break
-        if duplicate_of is None:
-            kept.append(retrieval)
+    plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
+    rerankers = [retrieval for retrieval in retrievals if retrieval.rerank]
+    wrappers = [
+        retrieval
+        for retrieval in plain
+        if any(
+            other.span is not retrieval.span and _is_ancestor(retrieval.span, other.span, parents)
+            for other in plain
+        )
+    ]
+    methods: list[Retrieval] = []
+    for retrieval in plain:
+        if any(wrapper is retrieval for wrapper in wrappers):
             continue
-        other = kept[duplicate_of]
-        if _scored(retrieval) > _scored(other) or (
-            _scored(retrieval) == _scored(other) and _is_ancestor(retrieval.span, other.span, parents)
-        ):
-            kept[duplicate_of] = retrieval
-    return kept
-
-
-def _keys(retrieval: Retrieval) -> frozenset[str]:
-    return frozenset(document.key for document in retrieval.documents)
-
-
-def _scored(retrieval: Retrieval) -> int:
-    return sum(document.score is not None for document in retrieval.documents)
+        if any(_same_report(retrieval, kept) for kept in methods):
+            continue  # two tracers reporting one retriever
+        methods.append(retrieval)
+    presenter = rerankers[-1] if rerankers else wrappers[-1] if wrappers else None
+    return methods, presenter
 
 
 def _same_report(first: Retrieval, second: Retrieval) -> bool:
@@ -112,33 +111,29 @@ def _is_ancestor(candidate: SpanRecord, span: SpanRecord, parents: dict[int, int
     return False
 
 
-def _nested(first: SpanRecord, second: SpanRecord, parents: dict[int, int | None]) -> bool:
-    return _is_ancestor(first, second, parents) or _is_ancestor(second, first, parents)
-
-
-def assemble(retrievals: Sequence[Retrieval]) -> Assembled:
-    """Merge deduplicated retrievals (in the order their spans ended) into candidates."""
-    plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
-    rerankers = [retrieval for retrieval in retrievals if retrieval.rerank]
+def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -> Assembled:
+    """Merge method retrievals (in the order their spans ended) into candidates, ordered by ``presenter``."""
     merged: list[Merged] = []
     index: dict[str, Merged] = {}
-    for retrieval in plain:
+    for retrieval in methods:
         for document in retrieval.documents:
             _merge(document, merged, index).add_score(retrieval.method, document.score)
 
     dropped = 0
-    if rerankers:
-        reranker = rerankers[-1]
+    if presenter is not None:
         presented: list[Merged] = []
-        for document in reranker.documents:
+        for document in presenter.documents:
             entry = _merge(document, merged, index)
-            if entry in presented:
+            if any(entry is other for other in presented):
                 continue
-            entry.rerank_score = document.score
-            if document.score is not None:
-                entry.scores[reranker.method] = document.score
+            if presenter.rerank:
+                entry.rerank_score = document.score
+                entry.add_score(presenter.method, document.score)
+            elif not entry.scores:
+                # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
+                entry.add_score(presenter.method, document.score)
             presented.append(entry)
-        dropped = sum(1 for entry in merged if entry not in presented)
+        dropped = sum(1 for entry in merged if not any(entry is other for other in presented))
         ordered = presented
     else:
         presented = list(merged)
@@ -155,15 +150,14 @@ def assemble(retrievals: Sequence[Retrieval]) -> Assembled:
         if entry.document.id is not None:
             candidate["documentId"] = entry.document.id
         candidate.update(entry.fields)
-        if rerankers or "rank" not in candidate:
+        if presenter is not None or "rank" not in candidate:
             candidate["rank"] = position
         candidates.append(candidate)
     return Assembled(
         candidates=candidates,
         presented=presented,
-        retrievals=list(retrievals),
         unscored=unscored,
-        dropped_by_reranker=dropped,
+        dropped_by_presenter=dropped,
     )
 
 

@@ -16,7 +16,7 @@ from . import genai, openinference, openllmetry
 from ._model import Evaluation, Generation, RawRetrieval
 from ._values import Reader
 from .answers import is_marked_answer, is_retrieval_span
-from .candidates import assemble, dedupe
+from .candidates import assemble, organize
 from .citations import summarize
 from .documents import build_retrieval
 from .generation import final_answer
@@ -90,8 +90,9 @@ def extract_signals(
     for span in sorted(ordered, key=lambda span: span is answer_span):
         native.update(read_native(span.attributes, reader))
 
-    retrievals = dedupe([build_retrieval(raw, options, reader) for raw in raw_retrievals], ordered)
-    assembled = assemble(retrievals)
+    retrievals = [build_retrieval(raw, options, reader) for raw in raw_retrievals]
+    methods, presenter = organize(retrievals, ordered)
+    assembled = assemble(methods, presenter)
 
     inputs: dict[str, Any] = {"candidates": assembled.candidates}
     sources: dict[str, str] = {"candidates": "retrieval spans"} if retrievals else {}
@@ -140,8 +141,8 @@ def extract_signals(
         derived.insert(0, "supportLevel")
 
     if retrievals:
-        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] = len([r for r in retrievals if not r.rerank])
-    if any(retrieval.rescaled for retrieval in retrievals):
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] = len(methods)
+    if any(retrieval.rescaled for retrieval in methods):
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] = True
     if assembled.unscored:
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] = assembled.unscored
