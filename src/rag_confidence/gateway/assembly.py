@@ -1,0 +1,125 @@
+"""The bounded assembly window: earlier spans of a trace, kept as signal views for later requests.
+
+Spans are never held back: every request is forwarded as soon as it is scored, so the upstream's
+acknowledgement always means "handed downstream". What the window keeps is the :class:`SpanRecord` view of
+spans already forwarded, so that when an answer span arrives in a later request than its retrievals (the usual
+order: children end, and are exported, before their parent) it is scored with the whole trace. An answer span
+that arrived *before* its children cannot be enriched afterwards; it was forwarded already.
+
+Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` seconds since a trace's last span,
+and ``max_bytes`` of the spans' encoded size. Every eviction is counted by reason. A trace whose root span
+(no parent at all) has been seen is complete and released without counting as an eviction.
+
+Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
+processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
+stateless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..signals.records import SpanRecord
+
+EVICTION_MAX_TRACES = "max_traces"
+EVICTION_MAX_AGE = "max_age"
+EVICTION_MEMORY = "memory"
+
+
+@dataclass(slots=True)
+class _Entry:
+    records: list[SpanRecord] = field(default_factory=list)
+    size: int = 0
+    updated: float = 0.0
+
+
+class AssemblyWindow:
+    """Thread-safe, bounded map of trace id -> span records already seen.
+
+    >>> window = AssemblyWindow(max_traces=100, max_age=30.0, max_bytes=1 << 20)
+    >>> child = SpanRecord(trace_id=1, span_id=2, parent_span_id=1, name="retrieve")
+    >>> [span.name for span in window.assemble(1, [child], size=100)]
+    ['retrieve']
+    >>> root = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="answer")
+    >>> [span.name for span in window.assemble(1, [root], size=100)]
+    ['retrieve', 'answer']
+    >>> len(window)  # the root arrived: the trace is complete and released
+    0
+    """
+
+    def __init__(
+        self,
+        max_traces: int,
+        max_age: float,
+        max_bytes: int,
+        *,
+        on_evict: Callable[[str, int], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max_traces = max_traces
+        self._max_age = max_age
+        self._max_bytes = max_bytes
+        self._on_evict = on_evict
+        self._clock = clock
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.evictions: dict[str, int] = {EVICTION_MAX_TRACES: 0, EVICTION_MAX_AGE: 0, EVICTION_MEMORY: 0}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def assemble(self, trace_id: int, records: Sequence[SpanRecord], size: int) -> list[SpanRecord]:
+        """Earlier records of ``trace_id``, then ``records``; remembers ``records`` (``size`` bytes)."""
+        now = self._clock()
+        complete = any(record.parent_span_id is None for record in records)
+        evicted: dict[str, int] = {}
+        with self._lock:
+            self._expire(now, evicted)
+            entry = self._entries.pop(trace_id, None)
+            earlier = entry.records if entry is not None else []
+            if entry is not None:
+                self._bytes -= entry.size
+            assembled = [*earlier, *records]
+            if not complete and size <= self._max_bytes:
+                entry = entry or _Entry()
+                entry.records = assembled
+                entry.size += size
+                entry.updated = now
+                self._entries[trace_id] = entry
+                self._bytes += entry.size
+                self._enforce_bounds(evicted)
+        self._report(evicted)
+        return assembled
+
+    def _expire(self, now: float, evicted: dict[str, int]) -> None:
+        while self._entries:
+            trace_id, entry = next(iter(self._entries.items()))
+            if now - entry.updated < self._max_age:
+                break
+            self._drop(trace_id, EVICTION_MAX_AGE, evicted)
+
+    def _enforce_bounds(self, evicted: dict[str, int]) -> None:
+        while len(self._entries) > self._max_traces:
+            self._drop(next(iter(self._entries)), EVICTION_MAX_TRACES, evicted)
+        while self._bytes > self._max_bytes and self._entries:
+            self._drop(next(iter(self._entries)), EVICTION_MEMORY, evicted)
+
+    def _drop(self, trace_id: int, reason: str, evicted: dict[str, int]) -> None:
+        entry = self._entries.pop(trace_id)
+        self._bytes -= entry.size
+        self.evictions[reason] += 1
+        evicted[reason] = evicted.get(reason, 0) + 1
+
+    def _report(self, evicted: dict[str, int]) -> None:
+        if self._on_evict is not None:
+            for reason, count in evicted.items():
+                self._on_evict(reason, count)

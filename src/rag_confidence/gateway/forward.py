@@ -1,0 +1,209 @@
+"""Downstream: the SDK's own OTLP span exporters, fed requests the gateway already holds in protobuf form.
+
+Why this way. The SDK exporters take ``ReadableSpan`` objects; rebuilding those from received protobuf spans
+would lose fields the SDK cannot represent (``flags``, dropped counts, foreign scopes) and encode everything
+twice. Writing our own gRPC/HTTP client would re-implement what the exporters already get right: every
+``OTEL_EXPORTER_OTLP_*`` variable (endpoint, insecure, headers, certificate and client certificate,
+compression, timeout, the ``..._TRACES_...`` forms, credential-provider entry points), retries with backoff,
+``RetryInfo`` and ``Retry-After``, reconnection. So the gateway constructs the exporter exactly as an
+application would, and hands it the encoded ``ExportTraceServiceRequest`` at the one seam each exporter has
+below encoding:
+
+- gRPC: ``OTLPExporterMixin._export(data)`` calls ``self._translate_data(data)`` to obtain the request; the
+  subclass's ``_translate_data`` returns the request it is given.
+- HTTP: ``OTLPSpanExporter.export`` serializes and calls ``self._client.export(bytes)`` (the
+  ``_OTLPHTTPClient`` that retries, compresses and honours ``Retry-After``); the subclass calls it with the
+  request's bytes.
+
+Both seams are private API of ``opentelemetry-exporter-otlp-proto-*``; :func:`check_exporter_seams` verifies
+them at start-up so an incompatible SDK fails loudly instead of silently, and a test pins them.
+
+The exporter's retry budget is its timeout (``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT``); the gateway's default
+is :data:`~rag_confidence.gateway.config.DEFAULT_DOWNSTREAM_TIMEOUT` seconds rather than the SDK's 10, so the
+gateway answers before a Collector upstream (5 s default) gives up on the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_PROTOCOL,
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+)
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ..errors import ConfigValidationError
+from .config import DEFAULT_DOWNSTREAM_TIMEOUT
+from .spans import span_count
+
+_logger = logging.getLogger(__name__)
+
+PROTOCOL_GRPC = "grpc"
+PROTOCOL_HTTP_PROTOBUF = "http/protobuf"
+PROTOCOL_HTTP_JSON = "http/json"
+# The OTLP exporter specification's default.
+DEFAULT_PROTOCOL = PROTOCOL_HTTP_PROTOBUF
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardResult:
+    """Outcome of handing one request downstream (the exporter has already retried what it could)."""
+
+    ok: bool
+    detail: str = ""
+
+
+class Forwarder(Protocol):
+    """Sends an encoded request downstream; thread-safe; ``shutdown`` aborts retries in progress."""
+
+    @property
+    def description(self) -> str: ...
+
+    def forward(self, request: ExportTraceServiceRequest) -> ForwardResult: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _GrpcRequestExporter(GrpcSpanExporter):
+    """The SDK gRPC span exporter, given an ``ExportTraceServiceRequest`` instead of ``ReadableSpan``s."""
+
+    def _translate_data(self, data: Any) -> ExportTraceServiceRequest:
+        assert isinstance(data, ExportTraceServiceRequest)
+        return data
+
+    def _count_data(self, data: Any) -> int:
+        return span_count(data)
+
+
+class GrpcForwarder:
+    def __init__(self, timeout: float | None) -> None:
+        self._exporter = _GrpcRequestExporter(timeout=timeout)
+
+    @property
+    def description(self) -> str:
+        return f"{PROTOCOL_GRPC} {self._exporter._endpoint}"
+
+    def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
+        try:
+            result = self._exporter._export(request)
+        except Exception as error:  # a channel closed under us by a concurrent reconnect, shutdown, ...
+            return ForwardResult(False, f"gRPC export raised {type(error).__name__}")
+        if result is SpanExportResult.SUCCESS:
+            return ForwardResult(True)
+        return ForwardResult(False, "gRPC export failed")
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+
+
+class _HttpRequestExporter(HttpSpanExporter):
+    """The SDK HTTP span exporter, given an ``ExportTraceServiceRequest`` instead of ``ReadableSpan``s."""
+
+    def export_request(self, request: ExportTraceServiceRequest) -> ForwardResult:
+        if self._shutdown:
+            return ForwardResult(False, "exporter shut down")
+        outcome = self._client.export(request.SerializeToString())
+        if outcome.success:
+            return ForwardResult(True)
+        status = f"HTTP {outcome.status_code}" if outcome.status_code else type(outcome.error).__name__
+        return ForwardResult(False, f"HTTP export failed ({status})")
+
+
+class HttpForwarder:
+    def __init__(self, timeout: float | None) -> None:
+        self._exporter = _HttpRequestExporter(timeout=timeout)
+
+    @property
+    def description(self) -> str:
+        return f"{PROTOCOL_HTTP_PROTOBUF} {self._exporter._endpoint}"
+
+    def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
+        try:
+            return self._exporter.export_request(request)
+        except Exception as error:
+            return ForwardResult(False, f"HTTP export raised {type(error).__name__}")
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def check_exporter_seams() -> None:
+    """Fail at start-up, not at the first request, if the installed exporters lack the seams we use."""
+    missing = [
+        name
+        for owner, name in (
+            (GrpcSpanExporter, "_export"),
+            (GrpcSpanExporter, "_translate_data"),
+            (GrpcSpanExporter, "_count_data"),
+        )
+        if not callable(getattr(owner, name, None))
+    ]
+    if missing:
+        raise RuntimeError(
+            f"opentelemetry-exporter-otlp-proto-grpc lacks {missing}; this version is not supported"
+        )
+    probe = _HttpRequestExporter(endpoint="http://127.0.0.1:9/v1/traces", timeout=1)
+    try:
+        if not callable(getattr(getattr(probe, "_client", None), "export", None)):
+            raise RuntimeError("opentelemetry-exporter-otlp-proto-http has no _client.export; not supported")
+    finally:
+        probe.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def traces_protocol(environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    protocol = (
+        env.get(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.get(OTEL_EXPORTER_OTLP_PROTOCOL) or ""
+    ).strip()
+    return protocol.lower() or DEFAULT_PROTOCOL
+
+
+def downstream_timeout(environ: Mapping[str, str] | None = None) -> float | None:
+    """None when a timeout variable is set (the exporter reads it), else the gateway's shorter default."""
+    env = os.environ if environ is None else environ
+    if env.get(OTEL_EXPORTER_OTLP_TRACES_TIMEOUT) or env.get(OTEL_EXPORTER_OTLP_TIMEOUT):
+        return None
+    return DEFAULT_DOWNSTREAM_TIMEOUT
+
+
+def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forwarder:
+    """Build the downstream from ``OTEL_EXPORTER_OTLP_*`` (the exporters read ``os.environ`` themselves).
+
+    Refuses to start without an endpoint: the exporters' defaults (``localhost:4317``/``4318``) are the
+    gateway's own ports, so a forgotten variable would loop every span back into the gateway.
+    """
+    env = os.environ if environ is None else environ
+    if not (env.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or env.get(OTEL_EXPORTER_OTLP_ENDPOINT)):
+        raise ConfigValidationError(
+            f"no downstream: set {OTEL_EXPORTER_OTLP_ENDPOINT} (or {OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}); "
+            "the exporter default would point back at the gateway's own port",
+            path=OTEL_EXPORTER_OTLP_ENDPOINT,
+        )
+    protocol = traces_protocol(env)
+    timeout = downstream_timeout(env)
+    if protocol == PROTOCOL_GRPC:
+        return GrpcForwarder(timeout)
+    if protocol == PROTOCOL_HTTP_PROTOBUF:
+        return HttpForwarder(timeout)
+    if protocol == PROTOCOL_HTTP_JSON:
+        raise ConfigValidationError(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json: the OpenTelemetry Python SDK has no OTLP/JSON "
+            "exporter; use grpc or http/protobuf",
+            path=OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+        )
+    raise ConfigValidationError(
+        f"unknown OTLP protocol {protocol!r}; use grpc or http/protobuf",
+        path=OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    )

@@ -1,0 +1,123 @@
+"""OTLP/gRPC: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` on grpcio's asyncio server.
+
+The method is registered with a bytes-in handler rather than the generated servicer: grpcio answers a
+request its generated deserializer cannot parse with ``INTERNAL``, and a client must see ``INVALID_ARGUMENT``.
+Message size (after decompression) is limited by grpcio itself (``grpc.max_receive_message_length``), which
+answers ``RESOURCE_EXHAUSTED``. Retryable errors carry ``RetryInfo`` both where the Python SDK looks
+(``google.rpc.retryinfo-bin``) and where gRPC's rich status lives (``grpc-status-details-bin``, read by Go).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import grpc  # type: ignore[import-untyped,unused-ignore]
+from google.protobuf import any_pb2, duration_pb2  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from .. import semconv
+from .admission import Overloaded
+from .config import ListenAddress
+from .decode import CONTENT_TYPE_PROTOBUF, RequestError
+from .security import grpc_server_credentials
+
+if TYPE_CHECKING:
+    from .service import Gateway, Outcome
+
+_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
+_TRANSPORT = semconv.GATEWAY_TRANSPORT_GRPC
+_STATUS_CODES = {status.value[0]: status for status in grpc.StatusCode}
+_AUTHORIZATION = "authorization"
+
+
+class GrpcListener:
+    def __init__(self, gateway: Gateway, address: ListenAddress) -> None:
+        self._gateway = gateway
+        self._address = address
+        config = gateway.config
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", config.max_request_bytes),
+                # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
+                # before a request reaches memory here.
+                ("grpc.max_concurrent_streams", config.max_concurrent_requests + config.max_queued_requests),
+            ]
+        )
+        handler = grpc.unary_unary_rpc_method_handler(self._export)
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(_SERVICE.full_name, {_SERVICE.methods[0].name: handler}),)
+        )
+
+    async def start(self) -> int:
+        target = str(self._address)
+        tls = self._gateway.config.tls
+        if tls is not None:
+            port: int = self._server.add_secure_port(target, grpc_server_credentials(tls))
+        else:
+            port = self._server.add_insecure_port(target)
+        await self._server.start()
+        return port
+
+    async def stop(self, grace: float) -> None:
+        # New RPCs are refused at once; RPCs in progress get up to ``grace`` seconds.
+        await self._server.stop(grace)
+
+    async def _export(self, body: bytes, context: Any) -> bytes:
+        gateway = self._gateway
+        started = time.perf_counter()
+        gateway.metrics.active(_TRANSPORT, 1)
+        label = "internal"
+        try:
+            metadata = {key.lower(): value for key, value in (context.invocation_metadata() or ())}
+            if not gateway.auth.allows(metadata.get(_AUTHORIZATION)):
+                label = "unauthenticated"
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+            assert gateway.admission is not None
+            try:
+                async with gateway.admission.slot(context.time_remaining()):
+                    loop = _running_loop()
+                    outcome: Outcome = await loop.run_in_executor(
+                        gateway.executor, gateway.process, _TRANSPORT, body, CONTENT_TYPE_PROTOBUF, None
+                    )
+            except Overloaded as overloaded:
+                label = "overloaded"
+                await self._abort_retryable(context, f"gateway overloaded ({overloaded}); retry later")
+            label = outcome.label
+            if outcome.error is not None:
+                await self._abort(context, outcome.error)
+            response: bytes = outcome.response.SerializeToString()
+            return response
+        finally:
+            gateway.metrics.active(_TRANSPORT, -1)
+            gateway.finished(_TRANSPORT, label, started)
+
+    async def _abort(self, context: Any, error: RequestError) -> None:
+        if error.retryable:
+            await self._abort_retryable(context, error.message)
+        await context.abort(
+            _STATUS_CODES.get(error.grpc_code, grpc.StatusCode.INVALID_ARGUMENT), error.message
+        )
+
+    async def _abort_retryable(self, context: Any, message: str) -> None:
+        retry_info = error_details_pb2.RetryInfo(
+            retry_delay=duration_pb2.Duration(seconds=self._gateway.config.retry_after)
+        )
+        detail = any_pb2.Any()
+        detail.Pack(retry_info)
+        status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=message, details=[detail])
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            message,
+            trailing_metadata=(
+                ("google.rpc.retryinfo-bin", retry_info.SerializeToString()),
+                ("grpc-status-details-bin", status.SerializeToString()),
+            ),
+        )
+
+
+def _running_loop() -> Any:
+    import asyncio
+
+    return asyncio.get_running_loop()

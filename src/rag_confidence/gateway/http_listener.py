@@ -1,0 +1,166 @@
+"""OTLP/HTTP: ``POST /v1/traces`` (protobuf or JSON, optional gzip), plus open ``/healthz`` and ``/readyz``.
+
+aiohttp, because it streams request bodies (so the size limit is enforced while reading, not after), speaks
+TLS from an ``ssl.SSLContext``, and drains in-flight handlers on shutdown; it is already a dependency of the
+ecosystem we plug into. Errors carry a ``google.rpc.Status`` in the request's content type, as OTLP/HTTP says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from aiohttp import hdrs, web
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
+
+from .. import semconv
+from .admission import Overloaded
+from .config import ListenAddress
+from .decode import CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, RequestError, encode_message, media_type
+from .security import server_ssl_context
+
+if TYPE_CHECKING:
+    from .service import Gateway, Outcome
+
+TRACES_PATH = "/v1/traces"
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+_TRANSPORT = semconv.GATEWAY_TRANSPORT_HTTP
+_CHUNK = 64 * 1024
+_OTLP_TYPES = (CONTENT_TYPE_PROTOBUF, CONTENT_TYPE_JSON)
+
+
+class HttpListener:
+    def __init__(self, gateway: Gateway, address: ListenAddress) -> None:
+        self._gateway = gateway
+        self._address = address
+        # The body limit is ours (streamed below); aiohttp's must not cut in first with another message.
+        app = web.Application(client_max_size=gateway.config.max_request_bytes + 1)
+        app.router.add_post(TRACES_PATH, self._traces)
+        app.router.add_get(HEALTH_PATH, self._health)
+        app.router.add_get(READY_PATH, self._ready)
+        # auto_decompress off: aiohttp would inflate gzip without our limit; decode.decompress enforces it.
+        self._runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=gateway.config.shutdown_timeout,
+            auto_decompress=False,
+        )
+
+    async def start(self) -> int:
+        await self._runner.setup()
+        family = socket.AF_INET6 if ":" in self._address.host else socket.AF_INET
+        sock = socket.create_server((self._address.host, self._address.port), family=family, backlog=256)
+        tls = self._gateway.config.tls
+        site = web.SockSite(
+            self._runner, sock, ssl_context=server_ssl_context(tls) if tls is not None else None
+        )
+        await site.start()
+        port: int = sock.getsockname()[1]
+        return port
+
+    async def stop(self) -> None:
+        # Closes the listening socket first, then waits (up to shutdown_timeout) for handlers in progress.
+        await self._runner.cleanup()
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        if self._gateway.ready:
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")
+
+    async def _traces(self, request: web.Request) -> web.StreamResponse:
+        gateway = self._gateway
+        started = time.perf_counter()
+        gateway.metrics.active(_TRANSPORT, 1)
+        label = "internal"
+        try:
+            response, label = await self._handle(request)
+            return response
+        finally:
+            gateway.metrics.active(_TRANSPORT, -1)
+            gateway.finished(_TRANSPORT, label, started)
+
+    async def _handle(self, request: web.Request) -> tuple[web.Response, str]:
+        gateway = self._gateway
+        content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
+        reply_type = content_type if content_type in _OTLP_TYPES else CONTENT_TYPE_JSON
+        if not gateway.auth.allows(request.headers.get(hdrs.AUTHORIZATION)):
+            response = _status_response(
+                401, code_pb2.UNAUTHENTICATED, "missing or invalid bearer token", reply_type
+            )
+            response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
+            return response, "unauthenticated"
+        if content_type not in _OTLP_TYPES:
+            message = f"unsupported content type {content_type!r}; use {' or '.join(_OTLP_TYPES)}"
+            return _status_response(
+                415, code_pb2.INVALID_ARGUMENT, message, reply_type
+            ), "unsupported_media_type"
+        limit = gateway.config.max_request_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return _status_response(
+                413,
+                code_pb2.RESOURCE_EXHAUSTED,
+                f"request body exceeds the limit of {limit} bytes",
+                reply_type,
+            ), "too_large"
+        assert gateway.admission is not None
+        try:
+            async with gateway.admission.slot():
+                body = await _read_limited(request, limit)
+                if body is None:
+                    message = f"request body exceeds the limit of {limit} bytes"
+                    return _status_response(
+                        413, code_pb2.RESOURCE_EXHAUSTED, message, reply_type
+                    ), "too_large"
+                loop = asyncio.get_running_loop()
+                outcome: Outcome = await loop.run_in_executor(
+                    gateway.executor,
+                    gateway.process,
+                    _TRANSPORT,
+                    body,
+                    content_type,
+                    request.headers.get(hdrs.CONTENT_ENCODING),
+                )
+        except Overloaded as overloaded:
+            response = _status_response(
+                503, code_pb2.UNAVAILABLE, f"gateway overloaded ({overloaded}); retry later", reply_type
+            )
+            response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
+            return response, "overloaded"
+        if outcome.error is not None:
+            response = _error_response(outcome.error, reply_type)
+            if outcome.error.retryable:
+                response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
+            return response, outcome.label
+        return web.Response(
+            body=encode_message(outcome.response, content_type), content_type=content_type
+        ), outcome.label
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it grows past ``limit`` (Content-Length may be absent: chunked)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _status_response(http_status: int, code: int, message: str, content_type: str) -> web.Response:
+    status = status_pb2.Status(code=code, message=message)
+    return web.Response(
+        status=http_status, body=encode_message(status, content_type), content_type=content_type
+    )
+
+
+def _error_response(error: RequestError, content_type: str) -> web.Response:
+    return _status_response(error.http_status, error.grpc_code, error.message, content_type)

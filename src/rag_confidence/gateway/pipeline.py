@@ -1,0 +1,127 @@
+"""One decoded request in, the same request enriched out: spans grouped by trace, answers scored in place.
+
+The rules are the in-process ones: :func:`rag_confidence.signals.find_answers` picks the answer spans and
+:class:`rag_confidence.otel.answer_scoring.AnswerScorer` extracts signals, scores and maps the scorecard to
+attributes. Only the view differs (protobuf spans through :func:`~rag_confidence.gateway.spans.to_record`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from .. import semconv
+from ..otel.answer_scoring import AnswerScorer
+from ..scoring.models import ConfidenceScorecard
+from ..signals.answers import find_answers
+from ..signals.records import SpanRecord
+from .assembly import AssemblyWindow
+from .spans import has_valid_ids, set_attributes, to_record
+
+_logger = logging.getLogger(__name__)
+
+ANSWER_SCORED = "scored"
+ANSWER_FAILED = "failed"
+ANSWER_ALREADY_SCORED = "already_scored"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSpan:
+    """A scorecard written onto a span; its metrics are recorded once the request is delivered."""
+
+    trace_id: int
+    span_id: int
+    scorecard: ConfidenceScorecard
+    duration_s: float
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A request ready to forward: spans with invalid ids removed, answer spans enriched."""
+
+    request: ExportTraceServiceRequest
+    received: int = 0
+    rejected: int = 0
+    scored: list[ScoredSpan] = field(default_factory=list)
+    failed_answers: int = 0
+    already_scored: int = 0
+
+    @property
+    def forwarded(self) -> int:
+        return self.received - self.rejected
+
+    @property
+    def rejection_message(self) -> str:
+        if not self.rejected:
+            return ""
+        return (
+            f"{self.rejected} span(s) rejected: trace_id must be 16 bytes and span_id 8 bytes, neither all "
+            "zero; parent_span_id empty or 8 bytes"
+        )
+
+
+class TracePipeline:
+    """Validates, groups and scores the spans of decoded requests; thread-safe.
+
+    ``scorer`` None forwards without scoring (the benchmark's pass-through and the ``--no-scoring`` switch).
+    """
+
+    def __init__(self, scorer: AnswerScorer | None, window: AssemblyWindow | None = None) -> None:
+        self._scorer = scorer
+        self._window = window
+
+    def prepare(self, request: ExportTraceServiceRequest) -> Prepared:
+        prepared = Prepared(request)
+        by_trace: dict[bytes, list[ProtoSpan]] = {}
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                spans = scope_spans.spans
+                prepared.received += len(spans)
+                for index in range(len(spans) - 1, -1, -1):
+                    if not has_valid_ids(spans[index]):
+                        del spans[index]
+                        prepared.rejected += 1
+                if self._scorer is not None:
+                    for span in spans:
+                        by_trace.setdefault(span.trace_id, []).append(span)
+        if self._scorer is not None:
+            for trace_spans in by_trace.values():
+                self._score_trace(self._scorer, trace_spans, prepared)
+        return prepared
+
+    def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
+        records = [to_record(span) for span in spans]
+        context: list[SpanRecord] = records
+        if self._window is not None:
+            size = sum(span.ByteSize() for span in spans)
+            context = self._window.assemble(records[0].trace_id, records, size)
+        groups = find_answers(context)
+        if not groups:
+            return
+        here: dict[int, tuple[ProtoSpan, SpanRecord]] = {}
+        for span, record in zip(spans, records, strict=True):
+            here.setdefault(record.span_id, (span, record))
+        for group in groups:
+            found = here.get(group.answer.span_id)
+            if found is None:  # the answer span was forwarded with an earlier request
+                continue
+            proto_span, record = found
+            if semconv.RAG_CONFIDENCE_TOTAL in record.attributes:  # scored in-process or by another gateway
+                prepared.already_scored += 1
+                continue
+            try:
+                result = scorer.score(group.spans)
+            except Exception as error:  # bad span data must never cost the spans: forward them unscored
+                # The type name only: messages may quote span content.
+                _logger.debug("scoring an answer failed: %s", type(error).__name__)
+                set_attributes(proto_span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
+                prepared.failed_answers += 1
+                continue
+            set_attributes(proto_span, result.attributes)
+            prepared.scored.append(
+                ScoredSpan(record.trace_id, record.span_id, result.scorecard, result.duration_s)
+            )
