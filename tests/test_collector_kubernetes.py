@@ -1,0 +1,269 @@
+"""The Kubernetes manifests in ``collector/kubernetes/``, as kustomize renders them.
+
+No cluster is available here, so the API server's admission is out of reach; ``kubectl kustomize`` (offline)
+renders the kustomization exactly as ``kubectl apply -k`` would send it, and these tests check the rendered
+objects: selectors match pod labels, Service ports reach declared container ports, probes hit the health
+endpoints, the HPAs scale the Deployments, PodDisruptionBudgets cover them, and every pod is locked down.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBE = ROOT / "collector" / "kubernetes"
+
+
+def render() -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: cannot render the kustomization")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(KUBE)], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    return render()
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def by_name(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in of_kind(objects, kind)}
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def containers(deployment: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield from deployment["spec"]["template"]["spec"]["containers"]
+
+
+def test_renders_the_expected_objects(objects: list[dict[str, Any]]) -> None:
+    kinds = sorted({o["kind"] for o in objects})
+    assert kinds == [
+        "ConfigMap",
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "Namespace",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    for obj in objects:
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"]["namespace"] == "observability", obj["metadata"]["name"]
+
+
+def test_deployment_selectors_match_their_pod_labels(objects: list[dict[str, Any]]) -> None:
+    deployments = of_kind(objects, "Deployment")
+    assert len(deployments) == 2
+    for d in deployments:
+        assert matches(d["spec"]["selector"]["matchLabels"], d["spec"]["template"]["metadata"]["labels"])
+    # Selectors must not overlap, or each Deployment would adopt the other's pods.
+    a, b = deployments
+    assert not matches(a["spec"]["selector"]["matchLabels"], b["spec"]["template"]["metadata"]["labels"])
+
+
+def test_services_select_one_deployment_and_reach_declared_ports(objects: list[dict[str, Any]]) -> None:
+    deployments = of_kind(objects, "Deployment")
+    for svc in of_kind(objects, "Service"):
+        selected = [
+            d
+            for d in deployments
+            if matches(svc["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])
+        ]
+        assert len(selected) == 1, f"Service {svc['metadata']['name']} selects {len(selected)} Deployments"
+        declared = {
+            p["name"]: p["containerPort"] for c in containers(selected[0]) for p in c.get("ports", [])
+        }
+        for port in svc["spec"]["ports"]:
+            target = port.get("targetPort", port["port"])
+            if isinstance(target, str):
+                assert target in declared, f"{svc['metadata']['name']}: no container port named {target}"
+                target = declared[target]
+            assert target in declared.values(), f"{svc['metadata']['name']}: nothing declares port {target}"
+            assert target == port["port"], (
+                "keep Service and container ports equal: the resolver dials the pod port"
+            )
+
+
+def test_resolver_service_is_headless_and_its_ports_are_the_exporter_ports(
+    objects: list[dict[str, Any]],
+) -> None:
+    services = by_name(objects, "Service")
+    tier1_config = next(
+        yaml.safe_load(cm["data"]["config.yaml"])
+        for cm in of_kind(objects, "ConfigMap")
+        if cm["metadata"]["name"].startswith("rag-confidence-tier1-otelcol")
+    )
+    k8s = tier1_config["exporters"]["loadbalancing"]["resolver"]["k8s"]
+    name, namespace = k8s["service"].split(".")
+    svc = services[name]
+    assert svc["metadata"]["namespace"] == namespace
+    assert svc["spec"]["clusterIP"] == "None"
+    assert set(k8s["ports"]) <= {p["port"] for p in svc["spec"]["ports"]}
+
+
+def test_resolver_rbac_grants_only_what_the_k8s_resolver_reads(objects: list[dict[str, Any]]) -> None:
+    (role,) = of_kind(objects, "Role")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    (binding,) = of_kind(objects, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (subject,) = binding["subjects"]
+    tier1 = by_name(objects, "Deployment")["rag-confidence-tier1"]
+    assert tier1["spec"]["template"]["spec"]["serviceAccountName"] == subject["name"]
+    assert subject["name"] in by_name(objects, "ServiceAccount")
+
+
+def test_configmaps_are_mounted_where_the_collector_reads_its_config(objects: list[dict[str, Any]]) -> None:
+    configmaps = by_name(objects, "ConfigMap")
+    for d in of_kind(objects, "Deployment"):
+        volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+        for c in containers(d):
+            if "opentelemetry-collector" not in c["image"]:
+                continue
+            (arg,) = [a for a in c["args"] if a.startswith("--config=")]
+            path = arg.split("=", 1)[1]
+            mount = next(m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+            cm = configmaps[volumes[mount["name"]]["configMap"]["name"]]  # the hashed name kustomize wrote
+            assert path[len(mount["mountPath"]) + 1 :] in cm["data"]
+
+
+def _probe_port(container: dict[str, Any], probe: dict[str, Any]) -> int:
+    port = probe["httpGet"]["port"]
+    if isinstance(port, str):
+        (port,) = [p["containerPort"] for p in container["ports"] if p["name"] == port]
+    assert isinstance(port, int)
+    return port
+
+
+def test_gateway_probes_hit_healthz_and_readyz_on_its_http_listener(objects: list[dict[str, Any]]) -> None:
+    gateways = [
+        c
+        for d in of_kind(objects, "Deployment")
+        for c in containers(d)
+        if "rag-confidence-gateway" in c["image"]
+    ]
+    assert gateways
+    for c in gateways:
+        assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        (listen,) = [a.split("=", 1)[1] for a in c["args"] if a.startswith("--http-listen=")]
+        host, port = listen.rsplit(":", 1)
+        assert host == "0.0.0.0", "the kubelet probes the pod IP, not loopback"
+        for probe in (c["livenessProbe"], c["readinessProbe"]):
+            assert _probe_port(c, probe) == int(port)
+
+
+def test_collector_probes_hit_the_health_check_extension(objects: list[dict[str, Any]]) -> None:
+    configmaps = by_name(objects, "ConfigMap")
+    for d in of_kind(objects, "Deployment"):
+        volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+        for c in containers(d):
+            if "opentelemetry-collector" not in c["image"]:
+                continue
+            mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/otelcol")
+            cfg = yaml.safe_load(
+                configmaps[volumes[mount["name"]]["configMap"]["name"]]["data"]["config.yaml"]
+            )
+            health_port = int(cfg["extensions"]["health_check"]["endpoint"].rsplit(":", 1)[1])
+            for probe in (c["livenessProbe"], c["readinessProbe"]):
+                assert _probe_port(c, probe) == health_port
+                assert probe["httpGet"].get("path", "/") == cfg["extensions"]["health_check"].get("path", "/")
+
+
+def test_every_container_has_requests_limits_and_a_locked_down_security_context(
+    objects: list[dict[str, Any]],
+) -> None:
+    for d in of_kind(objects, "Deployment"):
+        pod = d["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        for c in pod["containers"]:
+            # The HPA's utilization target needs a CPU request on every container of the pod.
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]), c["name"]
+            assert "memory" in c["resources"]["limits"], c["name"]
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert ":" in c["image"] and not c["image"].endswith(":latest"), f"pin {c['image']}"
+
+
+def test_queue_volume_is_mounted_where_file_storage_writes(objects: list[dict[str, Any]]) -> None:
+    configmaps = by_name(objects, "ConfigMap")
+    for d in of_kind(objects, "Deployment"):
+        volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+        for c in containers(d):
+            if "opentelemetry-collector" not in c["image"]:
+                continue
+            mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/otelcol")
+            cfg = yaml.safe_load(
+                configmaps[volumes[mount["name"]]["configMap"]["name"]]["data"]["config.yaml"]
+            )
+            directory = cfg["extensions"]["file_storage"]["directory"]
+            queue = next(m for m in c["volumeMounts"] if m["mountPath"] == directory)
+            assert "readOnly" not in queue and "emptyDir" in volumes[queue["name"]]
+
+
+def test_hpas_scale_the_deployments(objects: list[dict[str, Any]]) -> None:
+    deployments = by_name(objects, "Deployment")
+    hpas = of_kind(objects, "HorizontalPodAutoscaler")
+    assert {h["spec"]["scaleTargetRef"]["name"] for h in hpas} == set(deployments)
+    for h in hpas:
+        ref = h["spec"]["scaleTargetRef"]
+        assert (ref["apiVersion"], ref["kind"]) == ("apps/v1", "Deployment")
+        assert 1 <= h["spec"]["minReplicas"] <= h["spec"]["maxReplicas"]
+        assert deployments[ref["name"]]["spec"]["replicas"] >= h["spec"]["minReplicas"]
+
+
+def test_tier2_scales_down_slowly(objects: list[dict[str, Any]]) -> None:
+    """A tier-2 replica change re-hashes 1/N of the trace IDs: scale down damped, one pod at a time."""
+    hpa = by_name(objects, "HorizontalPodAutoscaler")["rag-confidence-tier2"]
+    down = hpa["spec"]["behavior"]["scaleDown"]
+    assert down["stabilizationWindowSeconds"] >= 300
+    assert down["policies"] == [
+        {"type": "Pods", "value": 1, "periodSeconds": down["policies"][0]["periodSeconds"]}
+    ]
+
+
+def test_pod_disruption_budgets_cover_each_deployment(objects: list[dict[str, Any]]) -> None:
+    pdbs = of_kind(objects, "PodDisruptionBudget")
+    for d in of_kind(objects, "Deployment"):
+        labels = d["spec"]["template"]["metadata"]["labels"]
+        covering = [p for p in pdbs if matches(p["spec"]["selector"]["matchLabels"], labels)]
+        assert len(covering) == 1, d["metadata"]["name"]
+
+
+def test_tier2_drains_the_collector_before_the_gateway_goes(objects: list[dict[str, Any]]) -> None:
+    tier2 = by_name(objects, "Deployment")["rag-confidence-tier2"]
+    pod = tier2["spec"]["template"]["spec"]
+    sleeps = {c["name"]: c["lifecycle"]["preStop"]["sleep"]["seconds"] for c in pod["containers"]}
+    assert sleeps["gateway"] > sleeps["otelcol"]
+    assert pod["terminationGracePeriodSeconds"] > sleeps["gateway"]
+    configmaps = by_name(objects, "ConfigMap")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    cm = configmaps[volumes["config"]["configMap"]["name"]]
+    wait = yaml.safe_load(cm["data"]["config.yaml"])["processors"]["groupbytrace"]["wait_duration"]
+    assert int(wait.rstrip("s")) < sleeps["otelcol"], "groupbytrace must release before the Collector stops"
