@@ -40,8 +40,9 @@ def scorecard_attributes(
     """Map a scorecard (and what extraction found) to the ``rag.confidence.*`` attributes of the answer span.
 
     ``inputs`` are the scoring inputs the scorecard was computed from (defaults to ``extracted.inputs``); only
-    their candidate count is read. The headline attributes come first, so that if a span's attribute limit
-    is nearly reached it is the per-dimension detail that gets dropped, not the total or the action.
+    their candidate count is read. The headline attributes come first. On a live span at its attribute limit
+    the SDK evicts the *oldest* attribute for each new one, so set them in reverse order there (the decorator
+    does) to keep the total and the action.
 
     >>> from rag_confidence import compute_confidence
     >>> card = compute_confidence({"supportLevel": "high", "candidates": [

@@ -122,7 +122,8 @@ def scored_answer(
     tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
 
     def decorate(function: F) -> F:
-        span_name = name or function.__qualname__
+        # ``Class.method`` reads well in a trace view; ``outer.<locals>.inner`` does not.
+        span_name = name or function.__qualname__.rpartition("<locals>.")[2]
 
         @contextmanager
         def answer_scope() -> Iterator[tuple[Span, _SignalSink]]:
@@ -209,7 +210,8 @@ def _score(
         if span.is_recording():
             span.set_attribute(semconv.RAG_CONFIDENCE_ERROR, type(error).__name__)
         return None
-    span.set_attributes(dict(scored.attributes))
+    # Headline last: a span at its attribute limit evicts the oldest attribute for each new one.
+    span.set_attributes(dict(reversed(list(scored.attributes.items()))))
     context = trace.set_span_in_context(span)
     try:
         instruments.record(scored.scorecard, scored.duration_s, context)
