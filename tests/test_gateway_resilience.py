@@ -1,0 +1,186 @@
+"""Nothing lost: downstream outages answered retryably, every span delivered exactly once; overload backpressure."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import semconv
+from tests.test_gateway_support import (
+    DownstreamReceiver,
+    Recording,
+    attributes_of,
+    by_name,
+    free_port,
+    plain_trace,
+    point_downstream_at,
+    rag_trace,
+    running_gateway,
+    test_config,
+    tracer_provider,
+)
+
+
+def _start_later(receiver: DownstreamReceiver, delay: float) -> threading.Timer:
+    timer = threading.Timer(delay, receiver.start)
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("client", ["grpc", "http"])
+def test_downstream_down_then_up_every_span_arrives_exactly_once(monkeypatch: pytest.MonkeyPatch, client: str) -> None:
+    receiver = DownstreamReceiver(port=free_port())  # not started: the downstream is down
+    point_downstream_at(monkeypatch, receiver, timeout=0.5)
+    with running_gateway(test_config(retry_after=1)) as running:
+        inner = (
+            GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True, timeout=30)
+            if client == "grpc"
+            else HttpSpanExporter(endpoint=f"{running.http_url}/v1/traces", timeout=30)
+        )
+        exporter = Recording(inner)
+        provider = tracer_provider(exporter)
+        for _ in range(3):
+            rag_trace(provider)
+        plain_trace(provider, spans=5)
+        timer = _start_later(receiver, 2.0)
+        try:
+            provider.shutdown()  # flushes: the client exporter retries until the downstream is back
+            assert exporter.results and all(result is SpanExportResult.SUCCESS for result in exporter.results)
+            spans = receiver.wait_for_spans(14)
+            time.sleep(0.3)  # a duplicate would arrive right behind
+            spans = receiver.spans()
+            counts = Counter(span.span_id for span in spans)
+            assert len(counts) == 14 and set(counts.values()) == {1}
+            answers = [span for span in spans if span.name == "answer"]
+            assert all(semconv.RAG_CONFIDENCE_TOTAL in attributes_of(span) for span in answers)
+            assert running.counter(semconv.METRIC_GATEWAY_EXPORT_FAILURES) >= 1
+            assert running.counter(semconv.METRIC_GATEWAY_SPANS_REJECTED, reason="downstream_unavailable") >= 14
+            assert running.counter(semconv.METRIC_GATEWAY_SPANS_FORWARDED) == 14
+            # Metrics of a retried request are recorded once, when it is finally delivered.
+            assert sum(point.count for point in running.metric_points(semconv.METRIC_SCORE)) == 3
+        finally:
+            timer.cancel()
+            timer.join()
+            receiver.stop()
+
+
+def test_downstream_failure_is_unavailable_with_retry_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    receiver = DownstreamReceiver(port=free_port())
+    point_downstream_at(monkeypatch, receiver, timeout=0.3)
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    with running_gateway(test_config(retry_after=7)) as running:
+        with grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,
+                response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString,
+            )
+            with pytest.raises(grpc.RpcError) as raised:
+                export(body, timeout=10)
+        error: Any = raised.value
+        assert error.code() == grpc.StatusCode.UNAVAILABLE
+        retry_info = error_details_pb2.RetryInfo.FromString(
+            dict(error.trailing_metadata())["google.rpc.retryinfo-bin"]
+        )
+        assert retry_info.retry_delay.seconds == 7
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"{running.http_url}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as http_error:
+            urllib.request.urlopen(request, timeout=10)
+        assert http_error.value.code == 503 and http_error.value.headers["Retry-After"] == "7"
+
+
+class _SlowReceiver(DownstreamReceiver):
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def record(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
+        time.sleep(self.delay)
+        super().record(request)
+
+
+def test_overload_is_refused_retryably_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    receiver = _SlowReceiver(delay=0.5).start()
+    point_downstream_at(monkeypatch, receiver, timeout=5)
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    import urllib.error
+    import urllib.request
+
+    def post(_: int) -> int:
+        request = urllib.request.Request(
+            f"{running.http_url}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            assert error.headers["Retry-After"] == "1"
+            return int(error.code)
+
+    try:
+        config = test_config(max_concurrent_requests=2, max_queued_requests=2, queue_timeout=10.0)
+        with running_gateway(config) as running, ThreadPoolExecutor(12) as pool:
+            statuses = Counter(pool.map(post, range(12)))
+            # 2 processed at once and 2 waiting: the other 8 are turned away at once, retryably.
+            assert statuses[200] >= 4 and statuses[503] >= 1 and set(statuses) <= {200, 503}
+            assert len(receiver.spans()) == 2 * statuses[200]
+            assert running.gateway.admission is not None and running.gateway.admission.active == 0
+    finally:
+        receiver.stop()
+
+
+def test_answer_span_split_from_its_children_scored_with_the_assembly_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One request per span (SimpleSpanProcessor): the window supplies the children that came earlier."""
+    from rag_confidence.gateway import AssemblySettings
+    from rag_confidence.otel.answer_scoring import AnswerScorer
+    from rag_confidence.signals import records_from_readable_spans
+
+    receiver = DownstreamReceiver().start()
+    point_downstream_at(monkeypatch, receiver)
+    memory = InMemorySpanExporter()
+    rag_trace(tracer_provider(memory, batch=False))
+    expected = AnswerScorer().score(records_from_readable_spans(memory.get_finished_spans())).attributes
+    try:
+        for window, spans_seen in ((AssemblySettings(max_age=30), "whole trace"), (AssemblySettings(), "alone")):
+            receiver.requests.clear()
+            with running_gateway(test_config(assembly=window)) as running:
+                provider = tracer_provider(
+                    Recording(GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)),
+                    batch=False,
+                )
+                rag_trace(provider)
+                provider.shutdown()
+                assert len(receiver.requests) == 3
+                answer = attributes_of(by_name(receiver.wait_for_spans(3))["answer"])
+                if spans_seen == "whole trace":
+                    assert answer[semconv.RAG_CONFIDENCE_TOTAL] == expected[semconv.RAG_CONFIDENCE_TOTAL]
+                    assert answer[semconv.RAG_CONFIDENCE_CANDIDATES] == 3
+                    assert running.gateway.window is not None and len(running.gateway.window) == 0  # released
+                else:
+                    assert answer[semconv.RAG_CONFIDENCE_CANDIDATES] == 0
+    finally:
+        receiver.stop()
