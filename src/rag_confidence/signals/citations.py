@@ -1,5 +1,7 @@
 """Citation markers in the answer text, matched against the retrieved documents.
 
+Markers are the matches of ``SignalOptions.citation_patterns``, plus (``citation_bracketed_ids``) any
+bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``; other bracketed text is ignored.
 A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
 retrieved document is known by (exactly, then ignoring case), or else when it is a position (``3``, ``doc-3``,
 ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in the order they
@@ -29,6 +31,7 @@ _SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w")
+_BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +55,18 @@ class _Matcher:
                 self._exact.setdefault(identity, position)
                 self._folded.setdefault(identity.casefold(), position)
 
+    def match_id(self, reference: str) -> int | None:
+        if reference in self._exact:
+            return self._exact[reference]
+        return self._folded.get(reference.casefold())
+
     def match(self, reference: str) -> int | None:
         reference = reference.strip()
         if not reference:
             return None
-        if reference in self._exact:
-            return self._exact[reference]
-        folded = reference.casefold()
-        if folded in self._folded:
-            return self._folded[folded]
+        by_id = self.match_id(reference)
+        if by_id is not None:
+            return by_id
         position = _POSITION.match(reference)
         if position is not None:
             index = int(position.group(1)) - self._base
@@ -85,6 +91,20 @@ def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[in
     return found
 
 
+def _with_bracketed_ids(
+    text: str, references: list[tuple[int, int, str]], matcher: _Matcher
+) -> list[tuple[int, int, str]]:
+    taken = [(start, end) for start, end, _ in references]
+    extra = []
+    for match in _BRACKETED.finditer(text):
+        start, end = match.span()
+        if any(start < other_end and other_start < end for other_start, other_end in taken):
+            continue
+        if matcher.match_id(match.group(1)) is not None:
+            extra.append((start, end, match.group(1)))
+    return sorted([*references, *extra]) if extra else references
+
+
 def summarize(
     text: str | None,
     presented: Sequence[Merged],
@@ -94,6 +114,8 @@ def summarize(
     """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list)."""
     matcher = _Matcher(presented, options)
     references = _references(text, options.compiled_citation_patterns) if text else []
+    if text and options.citation_bracketed_ids:
+        references = _with_bracketed_ids(text, references, matcher)
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []

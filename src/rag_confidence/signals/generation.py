@@ -46,12 +46,14 @@ def final_answer(
     answer = Answer()
     with_text = [generation for generation in generations if generation.text is not None]
     if with_text:
-        last = with_text[-1]
-        answer.text = last.text
-        answer.finish_reason = last.finish_reasons[0] if last.finish_reasons else None
+        answer.text = with_text[-1].text
     else:
         output = answer_span.attributes.get(semconv.OI_OUTPUT_VALUE)
         answer.text = output if isinstance(output, str) else None
+    # A wrapping call (LlamaIndex ``predict`` around ``complete``) may lack the reason its inner one gave.
+    with_reason = [generation for generation in generations if generation.finish_reasons]
+    if with_reason:
+        answer.finish_reason = with_reason[-1].finish_reasons[0]
     reasons = [reason for generation in generations for reason in generation.finish_reasons]
     if reasons:
         answer.truncated = any(reason in TRUNCATION_REASONS for reason in reasons)

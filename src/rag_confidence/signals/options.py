@@ -104,6 +104,9 @@ class SignalOptions:
     score_scale: ScoreScale = "max"
     #: First position a numeric citation marker refers to (``[1]`` is the first document).
     citation_position_base: int = 1
+    #: Also count any bracketed token equal to a retrieved document's id (``[8f3c-...]``) as a valid citation;
+    #: bracketed tokens matching no id are ignored, not counted invalid (they may be ordinary brackets).
+    citation_bracketed_ids: bool = True
 
     def __post_init__(self) -> None:
         # Options are set up once, by the application: fail there, loudly, not later on span data.

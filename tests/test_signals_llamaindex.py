@@ -1,0 +1,290 @@
+"""Signals from real LlamaIndex pipelines under ``openinference-instrumentation-llama-index``, offline.
+
+``llama-index-core`` objects only: an in-memory ``VectorStoreIndex`` (``MockEmbedding`` or a
+bag-of-words embedding), ``MockLLM`` or a fixed-text ``CustomLLM``, a keyword retriever fused with the
+vector retriever by the real ``QueryFusionRetriever``, and a reranking postprocessor that reports through
+LlamaIndex's own rerank events, as published rerankers do. Expected node ids and scores come from running
+the retrievers directly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.llms import CustomLLM, MockLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import semconv
+from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
+
+TEXTS = {
+    "doc-paris": ("Paris is the capital of France.", {"document_type": "atlas", "content_hash": "sha256:aa"}),
+    "doc-berlin": ("Berlin is the capital of Germany.", {"document_type": "atlas"}),
+    "doc-loire": ("The Loire is the longest river in France.", {"document_type": "guide"}),
+    "doc-alps": ("The Alps cross France, Italy and Switzerland.", {"document_type": "guide"}),
+}
+QUESTION = "What is the capital of France?"
+_WORD = re.compile(r"[a-z]+")
+dispatcher = get_dispatcher(__name__)
+
+
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+class WordEmbedding(BaseEmbedding):
+    """Bag-of-words vectors over a fixed vocabulary: offline, deterministic, distinct similarities."""
+
+    vocabulary: list[str]
+
+    def _vector(self, text: str) -> list[float]:
+        present = words(text)
+        return [1.0 if word in present else 0.0 for word in self.vocabulary]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+class FixedLLM(CustomLLM):
+    """A completion model answering with one fixed text and finish reason (``raw`` as providers report it)."""
+
+    text: str
+    finish_reason: str = "stop"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="fixed")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self.text, raw={"finish_reason": self.finish_reason})
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt)
+
+
+class KeywordRetriever(BaseRetriever):
+    """A keyword retriever with BM25-like raw scores (shared word counts, above 1)."""
+
+    def __init__(self, nodes: list[Any]) -> None:
+        super().__init__()
+        self._nodes = nodes
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = words(query_bundle.query_str)
+        scored = [
+            NodeWithScore(node=node, score=float(len(query & words(node.get_content()))))
+            for node in self._nodes
+        ]
+        return sorted((item for item in scored if item.score), key=lambda item: -(item.score or 0.0))[:2]
+
+
+class OverlapReranker(BaseNodePostprocessor):
+    """Reranks by the share of query words a node holds, reporting through LlamaIndex rerank events."""
+
+    top_n: int = 2
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OverlapReranker"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        assert query_bundle is not None
+        dispatcher.event(
+            ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name="overlap")
+        )
+        query = words(query_bundle.query_str)
+        reranked = sorted(
+            (
+                NodeWithScore(node=item.node, score=len(query & words(item.node.get_content())) / len(query))
+                for item in nodes
+            ),
+            key=lambda item: -(item.score or 0.0),
+        )[: self.top_n]
+        dispatcher.event(ReRankEndEvent(nodes=reranked))
+        return reranked
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter
+    finally:
+        instrumentor.uninstrument()
+
+
+def build_index(embedding: BaseEmbedding) -> VectorStoreIndex:
+    documents = [
+        Document(text=text, doc_id=doc_id, metadata=dict(meta)) for doc_id, (text, meta) in TEXTS.items()
+    ]
+    return VectorStoreIndex.from_documents(documents, embed_model=embedding)
+
+
+def word_embedding() -> WordEmbedding:
+    return WordEmbedding(vocabulary=sorted({word for text, _ in TEXTS.values() for word in words(text)}))
+
+
+def only_answer(exporter: InMemorySpanExporter) -> AnswerGroup:
+    groups = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    assert len(groups) == 1, [group.answer.name for group in groups]
+    return groups[0]
+
+
+def direct(retriever: Any) -> list[tuple[str, float]]:
+    return [(item.node.node_id, float(item.score)) for item in retriever.retrieve(QUESTION)]
+
+
+def test_query_engine_with_mock_embedding_and_mock_llm(exporter: InMemorySpanExporter) -> None:
+    index = build_index(MockEmbedding(embed_dim=8))
+    expected = direct(index.as_retriever(similarity_top_k=3))
+    exporter.clear()
+
+    index.as_query_engine(similarity_top_k=3, llm=MockLLM(max_tokens=8)).query(QUESTION)
+
+    group = only_answer(exporter)
+    assert group.rule == "root" and group.answer.parent_span_id is None
+    signals = extract_signals(group.spans)
+    candidates = signals.inputs["candidates"]
+    assert [(c["documentId"], c["combinedScore"]) for c in candidates] == [
+        (node_id, pytest.approx(score)) for node_id, score in expected
+    ]
+    # ``VectorIndexRetriever.retrieve`` wraps ``VectorIndexRetriever._retrieve``: one retrieval, one method.
+    retriever_spans = [
+        span for span in group.spans if span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == "RETRIEVER"
+    ]
+    assert len(retriever_spans) == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert all(c["retrievalScores"] == {"vectorindex": c["combinedScore"]} for c in candidates)
+    # Node metadata through the key map.
+    node_metadata = {
+        item.node.node_id: item.node.metadata for item in index.as_retriever().retrieve(QUESTION)
+    }
+    for candidate in candidates:
+        metadata = node_metadata.get(candidate["documentId"])
+        if metadata is not None:
+            assert candidate["documentType"] == metadata["document_type"]
+    assert signals.inputs["supportLevel"] == "medium" and signals.sources["supportLevel"] == "default"
+    assert signals.skipped == 0
+
+
+def test_citations_and_truncation_from_the_llm_span(exporter: InMemorySpanExporter) -> None:
+    index = build_index(word_embedding())
+    expected = direct(index.as_retriever(similarity_top_k=2))
+    first_node = expected[0][0]
+    text = f"The capital is Paris [{first_node}]. France is in Europe [2]. And Spain [5]."
+    exporter.clear()
+
+    llm = FixedLLM(text=text, finish_reason="length")
+    response = index.as_query_engine(similarity_top_k=2, llm=llm).query(QUESTION)
+    assert str(response) == text
+
+    signals = extract_signals(only_answer(exporter).spans)
+    assert [c["documentId"] for c in signals.inputs["candidates"]] == [node_id for node_id, _ in expected]
+    assert signals.inputs["candidates"][0]["combinedScore"] == pytest.approx(expected[0][1])
+    assert signals.inputs["citationCount"] == 2
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == pytest.approx(2 / 3)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
+def test_query_fusion_hybrid_retrieval(exporter: InMemorySpanExporter) -> None:
+    index = build_index(word_embedding())
+    nodes = list(index.docstore.docs.values())
+    vector_retriever = index.as_retriever(similarity_top_k=2)
+    keyword_retriever = KeywordRetriever(nodes)
+    vector = dict(direct(vector_retriever))
+    keyword = dict(direct(keyword_retriever))
+    top_keyword = max(keyword.values())
+    assert top_keyword > 1
+    fusion = QueryFusionRetriever(
+        [vector_retriever, keyword_retriever],
+        llm=MockLLM(),
+        num_queries=1,
+        use_async=False,
+        mode="reciprocal_rerank",
+    )
+    fused_order = [node_id for node_id, _ in direct(fusion)]
+    exporter.clear()
+
+    RetrieverQueryEngine.from_args(fusion, llm=MockLLM(max_tokens=4)).query(QUESTION)
+
+    signals = extract_signals(only_answer(exporter).spans)
+    candidates = signals.inputs["candidates"]
+    # The fusion retriever presents the documents: its order is the rank; its RRF scores are no method.
+    assert [c["documentId"] for c in candidates] == fused_order
+    assert [c["rank"] for c in candidates] == list(range(1, len(fused_order) + 1))
+    for candidate in candidates:
+        node_id = candidate["documentId"]
+        expected_scores = {}
+        if node_id in vector:
+            expected_scores["vectorindex"] = pytest.approx(vector[node_id])
+        if node_id in keyword:
+            expected_scores["keyword"] = pytest.approx(keyword[node_id] / top_keyword)
+        assert candidate["retrievalScores"] == expected_scores
+        assert candidate["combinedScore"] == pytest.approx(max(candidate["retrievalScores"].values()))
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
+
+
+def test_reranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> None:
+    index = build_index(word_embedding())
+    retriever = index.as_retriever(similarity_top_k=4)
+    retrieved = dict(direct(retriever))
+    query = words(QUESTION)
+    by_overlap = sorted(
+        (
+            (item.node.node_id, len(query & words(item.node.get_content())) / len(query))
+            for item in retriever.retrieve(QUESTION)
+        ),
+        key=lambda item: -item[1],
+    )[:2]
+    exporter.clear()
+
+    engine = RetrieverQueryEngine.from_args(
+        retriever, llm=MockLLM(max_tokens=4), node_postprocessors=[OverlapReranker()]
+    )
+    engine.query(QUESTION)
+
+    group = only_answer(exporter)
+    assert any(span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == "RERANKER" for span in group.spans)
+    signals = extract_signals(group.spans)
+    candidates = signals.inputs["candidates"]
+    assert [(c["documentId"], c["rank"]) for c in candidates] == [
+        (node_id, rank) for rank, (node_id, _) in enumerate(by_overlap, start=1)
+    ]
+    for candidate, (node_id, overlap) in zip(candidates, by_overlap, strict=True):
+        assert candidate["retrievalScores"] == {
+            "vectorindex": pytest.approx(retrieved[node_id]),
+            "rerank": pytest.approx(overlap),
+        }
+        assert candidate["combinedScore"] == pytest.approx(overlap)
