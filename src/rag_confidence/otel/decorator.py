@@ -37,9 +37,10 @@ SignalsFromResult = Callable[[Any], "Mapping[str, Any] | None"]
 ScoreCallback = Callable[[ConfidenceScorecard, Any], None]
 
 _LAST: ContextVar[ConfidenceScorecard | None] = ContextVar("rag_confidence_last_scorecard", default=None)
-# The span id given to the record holding ``record_signals`` values when no processor buffered the answer's
-# spans: 0 is the invalid span id, so it can never collide with a real span.
+# Span ids for records that stand in for spans: 0 (the invalid id) for the ``record_signals`` values when no
+# processor buffered the answer's spans, 1 for the answer when its span is not recording (no SDK installed).
 _SINK_SPAN_ID = 0
+_UNRECORDED_ANSWER_SPAN_ID = 1
 
 
 def last_scorecard() -> ConfidenceScorecard | None:
@@ -105,8 +106,8 @@ def scored_answer(
     The ``rag.confidence.*`` attributes are set on the answer span with the public API, the metrics and the
     ``gen_ai.evaluation.result`` log record are recorded in its context, and the scorecard reaches the
     caller through :func:`last_scorecard` and the optional ``on_score(scorecard, result)`` callback. A call
-    that raises is not scored. Scoring never raises: a failure is logged and marked ``rag.confidence.error``
-    on the span.
+    that raises is not scored (its span gets ``rag.answer = false``). Scoring never raises: a failure is
+    logged and marked ``rag.confidence.error`` on the span.
 
     >>> @scored_answer(signals=lambda result: {"supportLevel": result["support"]})
     ... def answer(question: str) -> dict[str, str]:
@@ -156,7 +157,11 @@ def scored_answer(
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 with answer_scope() as (span, sink):
-                    result = await function(*args, **kwargs)
+                    try:
+                        result = await function(*args, **kwargs)
+                    except BaseException:
+                        _unmark(span)
+                        raise
                     finish(span, sink, result)
                     return result
 
@@ -165,7 +170,11 @@ def scored_answer(
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with answer_scope() as (span, sink):
-                result = function(*args, **kwargs)
+                try:
+                    result = function(*args, **kwargs)
+                except BaseException:
+                    _unmark(span)
+                    raise
                 finish(span, sink, result)
                 return result
 
@@ -196,13 +205,13 @@ def _score(
                 SpanRecord(
                     trace_id=span_context.trace_id,
                     span_id=_SINK_SPAN_ID,
-                    parent_span_id=span_context.span_id,
+                    parent_span_id=answer.span_id,
                     name="record_signals",
                     attributes=dict(sink.attributes),
                 )
             )
         records.append(answer)
-        group = next(g for g in find_answers(records) if g.answer.span_id == span_context.span_id)
+        group = next(g for g in find_answers(records) if g.answer.span_id == answer.span_id)
         overrides = _overrides(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)
     except Exception as error:
@@ -222,12 +231,19 @@ def _score(
     return scored.scorecard
 
 
+def _unmark(span: Span) -> None:
+    # A call that raised produced no answer: unmarked, the processor does not score it as one either.
+    if span.is_recording():
+        span.set_attribute(semconv.RAG_ANSWER, False)
+
+
 def _answer_record(span: Span) -> SpanRecord:
     if isinstance(span, ReadableSpan):
         return SpanRecord.from_readable_span(span)
     # A span from another SDK: ids only, marked so that it is its own answer.
     context = span.get_span_context()
-    return SpanRecord(context.trace_id, context.span_id, None, "answer", {semconv.RAG_ANSWER: True})
+    span_id = context.span_id if context.is_valid else _UNRECORDED_ANSWER_SPAN_ID
+    return SpanRecord(context.trace_id, span_id, None, "answer", {semconv.RAG_ANSWER: True})
 
 
 def _overrides(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
