@@ -1,0 +1,310 @@
+"""GenAI-convention and OpenLLMetry vector-DB spans, built with the real SDK as the specs describe them.
+
+No instrumentor emits GenAI ``retrieval`` spans offline yet, so these spans are written by hand with the SDK
+tracer, following the semantic conventions (``gen_ai.operation.name = retrieval``, ``gen_ai.data_source.id``,
+``gen_ai.retrieval.documents``, ``gen_ai.output.messages``, ``gen_ai.evaluation.result`` events) and the
+OpenLLMetry vector-DB instrumentors' event shapes (``db.query.result`` / ``db.search.result``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Tracer
+
+from rag_confidence import semconv
+from rag_confidence.signals import (
+    EventRecord,
+    SignalOptions,
+    SpanRecord,
+    extract_signals,
+    find_answers,
+    records_from_readable_spans,
+)
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()
+
+
+def retrieval_span(tracer: Tracer, source: str, documents: object) -> None:
+    with tracer.start_as_current_span(f"retrieval {source}", kind=SpanKind.CLIENT) as span:
+        span.set_attribute(semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_OPERATION_RETRIEVAL)
+        span.set_attribute(semconv.GEN_AI_DATA_SOURCE_ID, source)
+        span.set_attribute(semconv.GEN_AI_RETRIEVAL_QUERY_TEXT, "capital of France")
+        span.set_attribute(semconv.GEN_AI_RETRIEVAL_DOCUMENTS, documents)  # type: ignore[arg-type]
+
+
+def chat_span(tracer: Tracer, text: str, finish_reason: str) -> None:
+    with tracer.start_as_current_span("chat model", kind=SpanKind.CLIENT) as span:
+        span.set_attribute(semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_OPERATION_CHAT)
+        messages = [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": text}],
+                "finish_reason": finish_reason,
+            }
+        ]
+        span.set_attribute(semconv.GEN_AI_OUTPUT_MESSAGES, json.dumps(messages))
+        span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, [finish_reason])
+
+
+def evaluation(name: str, score: float) -> dict[str, object]:
+    return {semconv.GEN_AI_EVALUATION_NAME: name, semconv.GEN_AI_EVALUATION_SCORE_VALUE: score}
+
+
+def test_genai_hybrid_retrieval_structured_and_json_documents(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("rag pipeline") as root:
+        # SDK 1.45 takes structured values; older producers send the same list as a JSON string.
+        retrieval_span(tracer, "kb-vector", [{"id": "a", "score": 0.82}, {"id": "b", "score": 0.61}])
+        retrieval_span(
+            tracer, "kb-keyword", json.dumps([{"id": "b", "score": 0.9}, {"id": "c", "score": 0.4}])
+        )
+        chat_span(tracer, "Paris is the capital [a]. It is large [b].", "stop")
+        root.add_event(semconv.GEN_AI_EVALUATION_RESULT, evaluation("faithfulness", 0.55))
+        root.add_event(semconv.GEN_AI_EVALUATION_RESULT, evaluation("answer_relevancy", 0.9))
+
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    assert group.rule == "root"
+    signals = extract_signals(group.spans)
+    assert signals.inputs["candidates"] == [
+        {
+            "retrievalScores": {"kb-vector": 0.61, "kb-keyword": 0.9},
+            "combinedScore": 0.9,
+            "documentId": "b",
+            "rank": 1,
+        },
+        {"retrievalScores": {"kb-vector": 0.82}, "combinedScore": 0.82, "documentId": "a", "rank": 2},
+        {"retrievalScores": {"kb-keyword": 0.4}, "combinedScore": 0.4, "documentId": "c", "rank": 3},
+    ]
+    assert signals.inputs["faithfulnessScore"] == 0.55
+    assert signals.inputs["answerRelevanceScore"] == 0.9
+    assert (
+        signals.inputs["supportLevel"] == "medium" and signals.sources["supportLevel"] == "faithfulnessScore"
+    )
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["citationCoverageScore"] == 1.0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
+    assert signals.skipped == 0
+
+
+def test_genai_truncated_generation_and_explicit_signals_win(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("answer") as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        retrieval_span(tracer, "kb", [{"id": "a", "score": 0.7}])
+        chat_span(tracer, "Paris is [a", "length")
+        answer.add_event(semconv.GEN_AI_EVALUATION_RESULT, evaluation("faithfulness", 0.95))
+        answer.set_attribute(semconv.RAG_SIGNAL_SUPPORT_LEVEL, "low")
+        answer.set_attribute(semconv.RAG_SIGNAL_CITATION_COUNT, 4)
+
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    assert group.rule == "marked"
+    assert signals.inputs["supportLevel"] == "low" and signals.sources["supportLevel"] == "rag.signal"
+    assert signals.inputs["citationCount"] == 4
+    assert "supportLevel" not in signals.derived and "citationCount" not in signals.derived
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+
+
+def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("answer") as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        answer.add_event(
+            semconv.GEN_AI_EVALUATION_RESULT, evaluation(semconv.RAG_CONFIDENCE_EVALUATION_NAME, 0.2)
+        )
+    signals = extract_signals(records_from_readable_spans(exporter.get_finished_spans()))
+    assert signals.sources["supportLevel"] == "default"
+
+
+def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("workflow"):
+        with tracer.start_as_current_span("chroma.query", kind=SpanKind.CLIENT) as span:
+            span.set_attribute(semconv.DB_SYSTEM, "chroma")
+            for doc_id, distance in (("x", 0.25), ("y", 1.0)):
+                span.add_event(
+                    semconv.DB_QUERY_RESULT,
+                    {
+                        semconv.DB_QUERY_RESULT_ID: doc_id,
+                        semconv.DB_QUERY_RESULT_DISTANCE: distance,
+                        semconv.DB_QUERY_RESULT_METADATA: json.dumps({"document_type": "faq"}),
+                        semconv.DB_QUERY_RESULT_DOCUMENT: f"text of {doc_id}",
+                    },
+                )
+        with tracer.start_as_current_span("milvus.search", kind=SpanKind.CLIENT) as span:
+            span.set_attribute(semconv.DB_SYSTEM, "milvus")
+            span.add_event(
+                semconv.DB_SEARCH_RESULT,
+                {semconv.DB_SEARCH_RESULT_ID: "y", semconv.DB_SEARCH_RESULT_SCORE: 0.7},
+            )
+        with tracer.start_as_current_span("openai.completion") as span:
+            span.set_attribute("gen_ai.completion.0.role", "assistant")
+            span.set_attribute("gen_ai.completion.0.content", "See [y].")
+            span.set_attribute("gen_ai.completion.0.finish_reason", "stop")
+
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
+    # Distances become similarities by the documented rule 1 / (1 + d).
+    assert candidates["x"]["retrievalScores"] == {"chroma": pytest.approx(1 / 1.25)}
+    assert candidates["y"]["retrievalScores"] == {"chroma": pytest.approx(0.5), "milvus": 0.7}
+    assert candidates["x"]["documentType"] == "faq"
+    assert signals.inputs["citationCount"] == 1
+
+
+def test_openllmetry_task_span_with_stringified_documents_is_counted() -> None:
+    output = json.dumps(
+        {
+            "documents": [
+                "page_content='a' metadata={}",
+                {"page_content": "b", "metadata": {"id": "b", "score": 0.5}},
+            ]
+        }
+    )
+    span = SpanRecord(
+        1,
+        2,
+        None,
+        "vector_db_retrieve VectorStoreRetriever",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE,
+            semconv.TRACELOOP_ENTITY_OUTPUT: output,
+        },
+    )
+    signals = extract_signals([span])
+    assert signals.inputs["candidates"] == [
+        {"retrievalScores": {"vectorstore": 0.5}, "combinedScore": 0.5, "documentId": "b", "rank": 1}
+    ]
+    assert signals.skipped == 1
+
+
+def test_openinference_evaluator_span_and_structured_answer() -> None:
+    answer = SpanRecord(1, 1, None, "answer", {semconv.RAG_ANSWER: True}, end_time=30)
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+            "retrieval.documents.0.document.id": "policy-7",
+            "retrieval.documents.0.document.score": 0.8,
+            "retrieval.documents.1.document.id": "policy-9",
+            "retrieval.documents.1.document.score": 0.3,
+        },
+        end_time=10,
+    )
+    structured = json.dumps(
+        {
+            "answer": "Refunds take 14 days [policy-7].",
+            "support_level": "HIGH",
+            "citations": ["policy-7", "policy-2"],
+        }
+    )
+    llm = SpanRecord(
+        1,
+        3,
+        1,
+        "llm",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": f"```json\n{structured}\n```",
+        },
+        end_time=20,
+    )
+    evaluator = SpanRecord(
+        1,
+        4,
+        1,
+        "eval",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "EVALUATOR",
+            "evaluations.0.evaluation.name": "Groundedness",
+            "evaluations.0.evaluation.score": 0.4,
+            "evaluations.1.evaluation.name": "qa-relevance",
+            "evaluations.1.evaluation.score": 0.75,
+        },
+        end_time=25,
+    )
+    signals = extract_signals([answer, retriever, llm, evaluator])
+    assert signals.inputs["supportLevel"] == "high" and signals.sources["supportLevel"] == "structured answer"
+    assert signals.inputs["faithfulnessScore"] == 0.4
+    assert signals.inputs["answerRelevanceScore"] == 0.75
+    # The marker [policy-7] and the listed citations: policy-7 valid (once), policy-2 retrieved by nobody.
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == 1.0
+    assert "supportLevel" not in signals.derived
+
+
+def test_reranker_span_output_documents() -> None:
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+            **{f"retrieval.documents.{i}.document.id": doc for i, doc in enumerate("abc")},
+            **{f"retrieval.documents.{i}.document.score": s for i, s in enumerate((0.9, 0.8, 0.7))},
+        },
+        end_time=1,
+    )
+    reranker = SpanRecord(
+        1,
+        3,
+        1,
+        "rerank",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RERANKER",
+            "reranker.output_documents.0.document.id": "c",
+            "reranker.output_documents.0.document.score": 0.95,
+            "reranker.output_documents.1.document.id": "a",
+            "reranker.output_documents.1.document.score": 0.5,
+        },
+        end_time=2,
+    )
+    root = SpanRecord(1, 1, None, "root", end_time=3)
+    signals = extract_signals([root, retriever, reranker])
+    assert signals.inputs["candidates"] == [
+        {
+            "retrievalScores": {"retrieve": 0.7, "rerank": 0.95},
+            "combinedScore": 0.95,
+            "documentId": "c",
+            "rank": 1,
+        },
+        {
+            "retrievalScores": {"retrieve": 0.9, "rerank": 0.5},
+            "combinedScore": 0.5,
+            "documentId": "a",
+            "rank": 2,
+        },
+    ]
+    custom = extract_signals([root, retriever, reranker], SignalOptions(rerank_method="cross-encoder"))
+    assert set(custom.inputs["candidates"][0]["retrievalScores"]) == {"retrieve", "cross-encoder"}
+
+
+def test_events_given_as_log_records_count_like_span_events() -> None:
+    """The gateway attaches ``gen_ai.evaluation.result`` log records parented to a span as its events."""
+    record = EventRecord(semconv.GEN_AI_EVALUATION_RESULT, evaluation("faithfulness", 0.3))
+    answer = SpanRecord(1, 1, None, "answer", {semconv.RAG_ANSWER: True}, events=(record,))
+    signals = extract_signals([answer])
+    assert signals.inputs["supportLevel"] == "low" and signals.inputs["faithfulnessScore"] == 0.3
