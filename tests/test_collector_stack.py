@@ -12,7 +12,9 @@ build from, and the gateway image's Dockerfile.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -222,14 +224,137 @@ def test_gateway_metrics_go_to_the_same_downstream(stack: RunningStack) -> None:
     } <= names
 
 
-def test_promtool_accepts_the_prometheus_config() -> None:
+def bind_mounts(service: dict[str, Any]) -> list[tuple[Path, str]]:
+    """(repository path, container path) of a compose service's bind mounts (named volumes skipped)."""
+    mounts = []
+    for volume in service.get("volumes") or []:
+        source, target = volume.split(":")[:2]
+        if source.startswith("."):
+            mounts.append(((COLLECTOR / source).resolve(), target))
+    return mounts
+
+
+def test_compose_mounts_and_builds_from_files_that_exist() -> None:
+    services = compose()["services"]
+    mounted = 0
+    for name, service in services.items():
+        for source, _ in bind_mounts(service):
+            assert source.exists(), f"{name} mounts {source}, which is not in the repository"
+            mounted += 1
+        if "build" in service:
+            context = (COLLECTOR / service["build"]["context"]).resolve()
+            assert (context / service["build"]["dockerfile"]).is_file()
+            assert (context / "pyproject.toml").is_file(), "the gateway image builds from the repository root"
+    assert mounted >= 7
+
+
+def test_compose_pins_images_and_publishes_on_loopback_only() -> None:
+    for name, service in compose()["services"].items():
+        image = service.get("image", "")
+        assert ":" in image and not image.endswith(":latest"), f"{name}: pin the image tag"
+        for mapping in service.get("ports") or []:
+            assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping} beyond this machine"
+
+
+def test_compose_gateway_healthcheck_asks_its_http_listener_for_readyz() -> None:
+    service = compose()["services"]["gateway"]
+    (listen,) = [a.split("=", 1)[1] for a in service["command"] if str(a).startswith("--http-listen=")]
+    probe = " ".join(service["healthcheck"]["test"])
+    assert f"127.0.0.1:{listen.rsplit(':', 1)[1]}/readyz" in probe
+
+
+def _gateway_config(argv: list[str], env: dict[str, str]) -> Any:
+    from rag_confidence.gateway.command import build_parser
+    from rag_confidence.gateway.config import config_from_arguments
+
+    assert argv[0] == "gateway"
+    return config_from_arguments(build_parser().parse_args(argv[1:]), environ=env)
+
+
+def test_gateway_accepts_the_compose_and_kubernetes_flags_and_environment() -> None:
+    from rag_confidence.gateway.forward import traces_protocol
+
+    service = compose()["services"]["gateway"]
+    env = {k: str(v) for k, v in service["environment"].items()}
+    config = _gateway_config([str(a) for a in service["command"]], env)
+    assert (config.grpc_listen.host, config.grpc_listen.port) == ("0.0.0.0", 14317)
+    assert (config.http_listen.host, config.http_listen.port) == ("0.0.0.0", 14318)
+    assert traces_protocol(env) == "grpc"
+
+    with (COLLECTOR / "kubernetes" / "tier2.yaml").open(encoding="utf-8") as fh:
+        deployment = next(d for d in yaml.safe_load_all(fh) if d and d["kind"] == "Deployment")
+    (gateway,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "gateway"]
+    kube_env = {e["name"]: e["value"] for e in gateway["env"] if "value" in e}
+    config = _gateway_config(gateway["args"], kube_env)
+    assert (config.grpc_listen.host, config.grpc_listen.port) == ("127.0.0.1", 14317)
+    assert (config.http_listen.host, config.http_listen.port) == ("0.0.0.0", 14318)
+    assert traces_protocol(kube_env) == "grpc"
+
+
+def test_grafana_provisions_the_dashboards_and_links_exemplars_to_tempo() -> None:
+    service = compose()["services"]["grafana"]
+    mounts = {target: source for source, target in bind_mounts(service)}
+    providers = yaml.safe_load(mounts["/etc/grafana/provisioning/dashboards/rag-confidence.yaml"].read_text())
+    (provider,) = providers["providers"]
+    folder = mounts[provider["options"]["path"]]
+    dashboards = sorted(folder.glob("*.json"))
+    assert dashboards, f"no dashboards in {folder}"
+    datasources = yaml.safe_load(
+        mounts["/etc/grafana/provisioning/datasources/rag-confidence.yaml"].read_text()
+    )
+    by_uid = {d["uid"]: d for d in datasources["datasources"]}
+    types = {d["type"] for d in by_uid.values()}
+    for path in dashboards:
+        for variable in json.loads(path.read_text())["templating"]["list"]:
+            if variable["type"] == "datasource":
+                assert variable["query"] in types, (
+                    f"{path.name}: no {variable['query']} data source provisioned"
+                )
+    for source in by_uid.values():
+        for link in source.get("jsonData", {}).get("exemplarTraceIdDestinations", []):
+            assert by_uid[link["datasourceUid"]]["type"] == "tempo"
+            assert link["name"] == "trace_id", (
+                "the Collector's prometheus exporter names the exemplar label trace_id"
+            )
+
+
+def test_promtool_accepts_the_prometheus_config_with_the_mounted_rules(tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (scripts/ensure-prometheus.sh installs it)")
+    # Lay the files out as the container sees them under /etc/prometheus, then check config and rules.
+    for source, target in bind_mounts(compose()["services"]["prometheus"]):
+        assert target.startswith("/etc/prometheus/")
+        dest = tmp_path / target[len("/etc/prometheus/") :]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, dest)
     run = subprocess.run(
-        [promtool, "check", "config", "--syntax-only", str(COLLECTOR / "stack" / "prometheus.yaml")],
+        [promtool, "check", "config", str(tmp_path / "prometheus.yaml")],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    assert "SUCCESS: 1 rule files found" in run.stdout + run.stderr
+
+
+def test_gateway_image_installs_the_project_and_runs_as_non_root() -> None:
+    dockerfile = (COLLECTOR / "gateway.Dockerfile").read_text(encoding="utf-8")
+    stages = re.findall(r"^FROM (\S+)", dockerfile, flags=re.M)
+    assert stages and all(
+        re.fullmatch(r"python:3\.\d+-slim( AS \w+)?", s) or s.startswith("python:") for s in stages
+    )
+    assert all(s.endswith("-slim") for s in stages)
+    assert re.search(r"^RUN pip wheel .* \.$", dockerfile, flags=re.M), "builds the project with pip"
+    assert re.search(r"^RUN pip install .*\.whl", dockerfile, flags=re.M)
+    (user,) = re.findall(r"^USER (\S+)", dockerfile, flags=re.M)
+    assert user.split(":")[0].isdigit() and int(user.split(":")[0]) != 0, "numeric non-root user"
+    assert 'ENTRYPOINT ["rag-confidence"]' in dockerfile
+    ignore = (COLLECTOR / "gateway.Dockerfile.dockerignore").read_text(encoding="utf-8").split()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, flags=re.M)
+    for line in copied:
+        for item in line.split():
+            assert f"!{item.rstrip('/')}" in [i.rstrip("/") for i in ignore], (
+                f"{item} is excluded from the context"
+            )
+            assert (ROOT / item).exists()
