@@ -341,10 +341,7 @@ def test_promtool_accepts_the_prometheus_config_with_the_mounted_rules(tmp_path:
 def test_gateway_image_installs_the_project_and_runs_as_non_root() -> None:
     dockerfile = (COLLECTOR / "gateway.Dockerfile").read_text(encoding="utf-8")
     stages = re.findall(r"^FROM (\S+)", dockerfile, flags=re.M)
-    assert stages and all(
-        re.fullmatch(r"python:3\.\d+-slim( AS \w+)?", s) or s.startswith("python:") for s in stages
-    )
-    assert all(s.endswith("-slim") for s in stages)
+    assert stages and all(re.fullmatch(r"python:3\.\d+-slim", s) for s in stages), stages
     assert re.search(r"^RUN pip wheel .* \.$", dockerfile, flags=re.M), "builds the project with pip"
     assert re.search(r"^RUN pip install .*\.whl", dockerfile, flags=re.M)
     (user,) = re.findall(r"^USER (\S+)", dockerfile, flags=re.M)
