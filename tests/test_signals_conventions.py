@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
 
-from rag_confidence import semconv
+from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import (
     EventRecord,
     SignalOptions,
@@ -80,6 +81,7 @@ def test_genai_hybrid_retrieval_structured_and_json_documents(
     (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
     assert group.rule == "root"
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     assert signals.inputs["candidates"] == [
         {
             "retrievalScores": {"kb-vector": 0.61, "kb-keyword": 0.9},
@@ -115,6 +117,7 @@ def test_genai_truncated_generation_and_explicit_signals_win(
 
     (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     assert group.rule == "marked"
     assert signals.inputs["supportLevel"] == "low" and signals.sources["supportLevel"] == "rag.signal"
     assert signals.inputs["citationCount"] == 4
@@ -130,6 +133,7 @@ def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMem
             semconv.GEN_AI_EVALUATION_RESULT, evaluation(semconv.RAG_CONFIDENCE_EVALUATION_NAME, 0.2)
         )
     signals = extract_signals(records_from_readable_spans(exporter.get_finished_spans()))
+    assert_scoreable(signals.inputs)
     assert signals.sources["supportLevel"] == "default"
 
 
@@ -161,6 +165,7 @@ def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter
 
     (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
     # Distances become similarities by the documented rule 1 / (1 + d).
     assert candidates["x"]["retrievalScores"] == {"chroma": pytest.approx(1 / 1.25)}
@@ -189,6 +194,7 @@ def test_openllmetry_task_span_with_stringified_documents_is_counted() -> None:
         },
     )
     signals = extract_signals([span])
+    assert_scoreable(signals.inputs)
     assert signals.inputs["candidates"] == [
         {"retrievalScores": {"vectorstore": 0.5}, "combinedScore": 0.5, "documentId": "b", "rank": 1}
     ]
@@ -245,6 +251,7 @@ def test_openinference_evaluator_span_and_structured_answer() -> None:
         end_time=25,
     )
     signals = extract_signals([answer, retriever, llm, evaluator])
+    assert_scoreable(signals.inputs)
     assert signals.inputs["supportLevel"] == "high" and signals.sources["supportLevel"] == "structured answer"
     assert signals.inputs["faithfulnessScore"] == 0.4
     assert signals.inputs["answerRelevanceScore"] == 0.75
@@ -284,6 +291,7 @@ def test_reranker_span_output_documents() -> None:
     )
     root = SpanRecord(1, 1, None, "root", end_time=3)
     signals = extract_signals([root, retriever, reranker])
+    assert_scoreable(signals.inputs)
     assert signals.inputs["candidates"] == [
         {
             "retrievalScores": {"retrieve": 0.7, "rerank": 0.95},
@@ -307,4 +315,17 @@ def test_events_given_as_log_records_count_like_span_events() -> None:
     record = EventRecord(semconv.GEN_AI_EVALUATION_RESULT, evaluation("faithfulness", 0.3))
     answer = SpanRecord(1, 1, None, "answer", {semconv.RAG_ANSWER: True}, events=(record,))
     signals = extract_signals([answer])
+    assert_scoreable(signals.inputs)
     assert signals.inputs["supportLevel"] == "low" and signals.inputs["faithfulnessScore"] == 0.3
+
+
+def assert_scoreable(inputs: dict[str, Any]) -> None:
+    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
+    there are candidates; without any, "no candidates" is the one warning expected."""
+    if inputs["candidates"]:
+        scorecard = compute_confidence(inputs, {"validation": "strict"})
+    else:
+        scorecard = compute_confidence(inputs)
+        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
+    assert 0 <= scorecard.total <= 100
+    assert scorecard.meta.raw_total is not None

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence import semconv
+from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import (
     AnswerGroup,
     SignalOptions,
@@ -191,6 +191,7 @@ def test_openinference_single_retriever(openinference: InMemorySpanExporter, cha
     group = only_answer(openinference)
     assert group.rule == "root" and group.answer.parent_span_id is None
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     candidates = signals.inputs["candidates"]
     assert [(c["documentId"], c["retrievalScores"]) for c in candidates] == [
         (doc_id, {"scoredvector": pytest.approx(score)}) for doc_id, score in expected
@@ -245,6 +246,7 @@ def test_openinference_hybrid_retrieval_merges_by_document_id(openinference: InM
     hybrid_chain(FakeListLLM(responses=["Paris [doc-1]."]), store).invoke(QUESTION)
 
     signals = extract_signals(only_answer(openinference).spans)
+    assert_scoreable(signals.inputs)
     candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
     assert set(candidates) == set(vector) | set(keyword)
     for doc_id, candidate in candidates.items():
@@ -273,6 +275,7 @@ def test_openinference_method_from_run_metadata(openinference: InMemorySpanExpor
     (retriever | RunnableLambda(format_documents)).invoke(QUESTION)
 
     signals = extract_signals(only_answer(openinference).spans)
+    assert_scoreable(signals.inputs)
     assert {method for c in signals.inputs["candidates"] for method in c["retrievalScores"]} == {"dense"}
 
 
@@ -293,6 +296,7 @@ def test_application_span_around_the_chain_is_the_answer(openinference: InMemory
     assert group.rule == "marked" and group.answer.name == "answer"
     assert len(group.spans) == len(openinference.get_finished_spans())
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     assert len(signals.inputs["candidates"]) == 3
     assert signals.inputs["faithfulnessScore"] == 0.93
     assert signals.inputs["supportLevel"] == "high" and signals.sources["supportLevel"] == "faithfulnessScore"
@@ -333,6 +337,7 @@ def test_openllmetry_single_retriever(openllmetry: InMemorySpanExporter, chat: b
     ]
     assert len(retrieval_spans) == 1 and retrieval_spans[0].kind == "CLIENT"
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     assert [(c["documentId"], c["combinedScore"]) for c in signals.inputs["candidates"]] == [
         (doc_id, pytest.approx(score)) for doc_id, score in expected
     ]
@@ -352,6 +357,7 @@ def test_openllmetry_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None
     hybrid_chain(FakeListLLM(responses=["Paris."]), store).invoke(QUESTION)
 
     signals = extract_signals(only_answer(openllmetry).spans)
+    assert_scoreable(signals.inputs)
     methods = {c["documentId"]: set(c["retrievalScores"]) for c in signals.inputs["candidates"]}
     assert methods == {
         doc_id: {name for name, ids in (("scoredvector", vector), ("keyword", keyword)) if doc_id in ids}
@@ -386,6 +392,7 @@ def test_unscored_langchain_documents_are_counted_not_invented(openinference: In
     store.as_retriever(search_kwargs={"k": 2}).invoke(QUESTION)
 
     signals = extract_signals(only_answer(openinference).spans)
+    assert_scoreable(signals.inputs)
     assert signals.inputs["candidates"] == []
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
 
@@ -409,3 +416,15 @@ def test_custom_key_map_reads_other_metadata_names(openinference: InMemorySpanEx
         {"retrievalScores": {"source": 0.42}, "combinedScore": 0.42, "documentId": "kb-7", "rank": 1}
     ]
     assert not math.isnan(custom.inputs["candidates"][0]["combinedScore"])
+
+
+def assert_scoreable(inputs: dict[str, Any]) -> None:
+    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
+    there are candidates; without any, "no candidates" is the one warning expected."""
+    if inputs["candidates"]:
+        scorecard = compute_confidence(inputs, {"validation": "strict"})
+    else:
+        scorecard = compute_confidence(inputs)
+        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
+    assert 0 <= scorecard.total <= 100
+    assert scorecard.meta.raw_total is not None

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence import semconv
+from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
 
 TEXTS = {
@@ -174,6 +174,7 @@ def test_query_engine_with_mock_embedding_and_mock_llm(exporter: InMemorySpanExp
     group = only_answer(exporter)
     assert group.rule == "root" and group.answer.parent_span_id is None
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     candidates = signals.inputs["candidates"]
     assert [(c["documentId"], c["combinedScore"]) for c in candidates] == [
         (node_id, pytest.approx(score)) for node_id, score in expected
@@ -209,6 +210,7 @@ def test_citations_and_truncation_from_the_llm_span(exporter: InMemorySpanExport
     assert str(response) == text
 
     signals = extract_signals(only_answer(exporter).spans)
+    assert_scoreable(signals.inputs)
     assert [c["documentId"] for c in signals.inputs["candidates"]] == [node_id for node_id, _ in expected]
     assert signals.inputs["candidates"][0]["combinedScore"] == pytest.approx(expected[0][1])
     assert signals.inputs["citationCount"] == 2
@@ -240,6 +242,7 @@ def test_query_fusion_hybrid_retrieval(exporter: InMemorySpanExporter) -> None:
     RetrieverQueryEngine.from_args(fusion, llm=MockLLM(max_tokens=4)).query(QUESTION)
 
     signals = extract_signals(only_answer(exporter).spans)
+    assert_scoreable(signals.inputs)
     candidates = signals.inputs["candidates"]
     # The fusion retriever presents the documents: its order is the rank; its RRF scores are no method.
     assert [c["documentId"] for c in candidates] == fused_order
@@ -278,6 +281,7 @@ def test_reranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> 
     group = only_answer(exporter)
     assert any(span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == "RERANKER" for span in group.spans)
     signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
     candidates = signals.inputs["candidates"]
     assert [(c["documentId"], c["rank"]) for c in candidates] == [
         (node_id, rank) for rank, (node_id, _) in enumerate(by_overlap, start=1)
@@ -288,3 +292,15 @@ def test_reranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> 
             "rerank": pytest.approx(overlap),
         }
         assert candidate["combinedScore"] == pytest.approx(overlap)
+
+
+def assert_scoreable(inputs: dict[str, Any]) -> None:
+    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
+    there are candidates; without any, "no candidates" is the one warning expected."""
+    if inputs["candidates"]:
+        scorecard = compute_confidence(inputs, {"validation": "strict"})
+    else:
+        scorecard = compute_confidence(inputs)
+        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
+    assert 0 <= scorecard.total <= 100
+    assert scorecard.meta.raw_total is not None
