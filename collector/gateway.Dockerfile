@@ -6,8 +6,9 @@ FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-# A wheel, so the runtime stage gets no build tools and no source tree.
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# Wheels of the project and its dependencies (with the gateway extra: its HTTP server), so the runtime stage
+# gets no build tools and no source tree.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[gateway]"
 
 FROM python:3.12-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
