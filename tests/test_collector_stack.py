@@ -342,7 +342,9 @@ def test_gateway_image_installs_the_project_and_runs_as_non_root() -> None:
     dockerfile = (COLLECTOR / "gateway.Dockerfile").read_text(encoding="utf-8")
     stages = re.findall(r"^FROM (\S+)", dockerfile, flags=re.M)
     assert stages and all(re.fullmatch(r"python:3\.\d+-slim", s) for s in stages), stages
-    assert re.search(r"^RUN pip wheel .* \"?\.(\[[a-z,]+\])?\"?$", dockerfile, flags=re.M), "builds the project with pip"
+    assert re.search(r"^RUN pip wheel .* \"?\.(\[[a-z,]+\])?\"?$", dockerfile, flags=re.M), (
+        "builds the project with pip"
+    )
     assert re.search(r"^RUN pip install .*\.whl", dockerfile, flags=re.M)
     (user,) = re.findall(r"^USER (\S+)", dockerfile, flags=re.M)
     assert user.split(":")[0].isdigit() and int(user.split(":")[0]) != 0, "numeric non-root user"
@@ -355,3 +357,11 @@ def test_gateway_image_installs_the_project_and_runs_as_non_root() -> None:
                 f"{item} is excluded from the context"
             )
             assert (ROOT / item).exists()
+
+
+def test_relative_links_in_the_collector_docs_resolve() -> None:
+    docs = [COLLECTOR / "README.md", EXAMPLE.parent / "README.md", ROOT / "docs" / "collector.md"]
+    for doc in docs:
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
+            if "://" not in target:
+                assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)} links to missing {target}"
