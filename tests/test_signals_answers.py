@@ -1,0 +1,188 @@
+"""Which span is the answer: marked spans, local roots holding a retrieval, nesting, several per trace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer
+
+from rag_confidence import semconv
+from rag_confidence.signals import (
+    SpanRecord,
+    find_answers,
+    is_local_root,
+    is_marked_answer,
+    is_retrieval_span,
+    may_produce_answer,
+    records_from_readable_spans,
+)
+
+RETRIEVER = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER}
+MARKED = {semconv.RAG_ANSWER: True}
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()
+
+
+def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
+    return records_from_readable_spans(exporter.get_finished_spans())
+
+
+def names(spans: tuple[SpanRecord, ...]) -> set[str]:
+    return {span.name for span in spans}
+
+
+def test_root_with_retrieval_is_the_answer(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("pipeline"):
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVER):
+            pass
+        with tracer.start_as_current_span("llm"):
+            pass
+    (group,) = find_answers(records(exporter))
+    assert (group.answer.name, group.rule) == ("pipeline", "root")
+    assert names(group.spans) == {"pipeline", "retrieve", "llm"}
+    assert group.has_retrieval
+
+
+def test_trace_without_retrieval_or_mark_has_no_answer(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("http"), tracer.start_as_current_span("llm"):
+        pass
+    spans = records(exporter)
+    assert find_answers(spans) == []
+    assert not may_produce_answer(spans)
+
+
+def test_two_marked_answers_in_one_trace(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    """An agent answering twice: one group each, and the agent root is no third answer."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("agent"):
+        for turn in ("first", "second"):
+            with (
+                tracer.start_as_current_span(f"answer {turn}", attributes=MARKED),
+                tracer.start_as_current_span(f"retrieve {turn}", attributes=RETRIEVER),
+            ):
+                pass
+        with tracer.start_as_current_span("retrieve stray", attributes=RETRIEVER):
+            pass
+    groups = find_answers(records(exporter))
+    assert [(group.answer.name, group.rule) for group in groups] == [
+        ("answer first", "marked"),
+        ("answer second", "marked"),
+    ]
+    assert names(groups[0].spans) == {"answer first", "retrieve first"}
+    assert names(groups[1].spans) == {"answer second", "retrieve second"}
+
+
+def test_nested_answer_owns_its_subtree(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("outer", attributes=MARKED):
+        with tracer.start_as_current_span("outer retrieve", attributes=RETRIEVER):
+            pass
+        with (
+            tracer.start_as_current_span("tool"),
+            tracer.start_as_current_span("inner", attributes=MARKED),
+            tracer.start_as_current_span("inner retrieve", attributes=RETRIEVER),
+        ):
+            pass
+    groups = {group.answer.name: group for group in find_answers(records(exporter))}
+    assert names(groups["outer"].spans) == {"outer", "outer retrieve", "tool"}
+    assert names(groups["inner"].spans) == {"inner", "inner retrieve"}
+
+
+def test_marked_answer_without_retrieval_is_still_an_answer(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("answer", attributes=MARKED):
+        pass
+    (group,) = find_answers(records(exporter))
+    assert group.rule == "marked" and not group.has_retrieval
+
+
+def test_remote_parent_makes_a_local_root(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    remote = SpanContext(
+        trace_id=0x1234, span_id=0x99, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+    )
+    with (
+        tracer.start_as_current_span(
+            "service b", context=trace.set_span_in_context(NonRecordingSpan(remote))
+        ),
+        tracer.start_as_current_span("retrieve", attributes=RETRIEVER),
+    ):
+        pass
+    spans = records(exporter)
+    root = next(span for span in spans if span.name == "service b")
+    assert root.parent_span_id == 0x99 and root.parent_is_remote and is_local_root(root)
+    (group,) = find_answers(spans)
+    assert group.answer.name == "service b"
+
+
+def test_orphans_count_as_local_roots_and_cycles_do_not_hang() -> None:
+    orphan = SpanRecord(1, 10, 999, "orphan", RETRIEVER)
+    assert not is_local_root(orphan)
+    assert is_local_root(orphan, {10})
+    (group,) = find_answers([orphan])
+    assert group.answer is orphan
+    # Broken data: two spans naming each other as parent (and one naming itself).
+    a = SpanRecord(2, 1, 2, "a", RETRIEVER)
+    b = SpanRecord(2, 2, 1, "b")
+    selfish = SpanRecord(3, 5, 5, "selfish", MARKED)
+    groups = find_answers([a, b, selfish])
+    assert {group.answer.name for group in groups} >= {"selfish"}
+    assert sum(len(group.spans) for group in groups) <= 3
+
+
+def test_several_traces_at_once_and_duplicate_records() -> None:
+    spans = [
+        SpanRecord(1, 1, None, "root one"),
+        SpanRecord(1, 2, 1, "retrieve one", RETRIEVER),
+        SpanRecord(2, 1, None, "root two"),  # same span id, other trace
+        SpanRecord(2, 2, 1, "retrieve two", RETRIEVER),
+        SpanRecord(2, 2, 1, "retrieve two", RETRIEVER),  # delivered twice
+    ]
+    groups = find_answers(spans)
+    assert [(group.answer.name, len(group.spans)) for group in groups] == [("root one", 2), ("root two", 2)]
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        (RETRIEVER, True),
+        ({semconv.OPENINFERENCE_SPAN_KIND: "RERANKER"}, True),
+        ({semconv.OPENINFERENCE_SPAN_KIND: "LLM"}, False),
+        ({semconv.GEN_AI_OPERATION_NAME: "retrieval"}, True),
+        ({semconv.GEN_AI_OPERATION_NAME: "vector_db_retrieve"}, True),
+        ({semconv.GEN_AI_OPERATION_NAME: "chat"}, False),
+        ({semconv.RAG_RETRIEVAL_METHOD: "bm25"}, True),
+        ({}, False),
+    ],
+)
+def test_is_retrieval_span(attributes: dict[str, object], expected: bool) -> None:
+    assert is_retrieval_span(SpanRecord(1, 1, None, "s", attributes)) is expected
+
+
+def test_vector_db_result_events_make_a_retrieval() -> None:
+    from rag_confidence.signals import EventRecord
+
+    span = SpanRecord(1, 1, None, "chroma.query", events=(EventRecord(semconv.DB_QUERY_RESULT, {}),))
+    assert is_retrieval_span(span)
+
+
+def test_only_the_boolean_true_marks_an_answer() -> None:
+    assert is_marked_answer(SpanRecord(1, 1, None, "a", {semconv.RAG_ANSWER: True}))
+    for value in ("true", 1, False, None):
+        assert not is_marked_answer(SpanRecord(1, 1, None, "a", {semconv.RAG_ANSWER: value}))
