@@ -56,12 +56,17 @@ def _assert_scored_like_in_process(spans: list[Any]) -> None:
         assert (list(got) if isinstance(got, tuple) else got) == value, key
     # Only the answer span is enriched; the others arrive as sent.
     assert not any(key.startswith(semconv.RAG_CONFIDENCE_PREFIX) for key in attributes_of(named["retrieve"]))
-    assert attributes_of(named["retrieve"])[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}"] == "doc-0"
+    assert (
+        attributes_of(named["retrieve"])[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}"]
+        == "doc-0"
+    )
 
 
 def test_grpc_exporter_through_gateway_scores_and_forwards_every_span(downstream: DownstreamReceiver) -> None:
     with running_gateway() as running:
-        exporter = Recording(GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True))
+        exporter = Recording(
+            GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)
+        )
         provider = tracer_provider(exporter)
         rag_trace(provider)
         plain_trace(provider, spans=4)
@@ -142,7 +147,9 @@ def test_otlp_json_client_hex_ids_unknown_fields_and_gzip(downstream: Downstream
         assert headers["Content-Type"].startswith("application/json")
         assert json.loads(payload) == {}
         spans = downstream.wait_for_spans(3)
-        assert {int.from_bytes(span.span_id, "big") for span in spans} == {s.context.span_id for s in finished}
+        assert {int.from_bytes(span.span_id, "big") for span in spans} == {
+            s.context.span_id for s in finished
+        }
         assert {int.from_bytes(span.trace_id, "big") for span in spans} == {finished[0].context.trace_id}
         _assert_scored_like_in_process(spans)
 
@@ -182,7 +189,9 @@ def test_errors_carry_a_status_in_the_request_content_type(downstream: Downstrea
         assert status == 400
         assert headers["Content-Type"] == "application/x-protobuf"
         assert "malformed protobuf" in status_pb2.Status.FromString(payload).message
-        status, headers, payload = _post(f"{running.http_url}/v1/traces", b"{", {"Content-Type": "application/json"})
+        status, headers, payload = _post(
+            f"{running.http_url}/v1/traces", b"{", {"Content-Type": "application/json"}
+        )
         assert status == 400 and "malformed JSON" in json.loads(payload)["message"]
         status, _, _ = _post(f"{running.http_url}/v1/traces", b"x", {"Content-Type": "text/plain"})
         assert status == 415

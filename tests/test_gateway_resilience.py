@@ -41,7 +41,9 @@ def _start_later(receiver: DownstreamReceiver, delay: float) -> threading.Timer:
 
 
 @pytest.mark.parametrize("client", ["grpc", "http"])
-def test_downstream_down_then_up_every_span_arrives_exactly_once(monkeypatch: pytest.MonkeyPatch, client: str) -> None:
+def test_downstream_down_then_up_every_span_arrives_exactly_once(
+    monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
     receiver = DownstreamReceiver(port=free_port())  # not started: the downstream is down
     point_downstream_at(monkeypatch, receiver, timeout=0.5)
     with running_gateway(test_config(retry_after=1)) as running:
@@ -67,7 +69,9 @@ def test_downstream_down_then_up_every_span_arrives_exactly_once(monkeypatch: py
             answers = [span for span in spans if span.name == "answer"]
             assert all(semconv.RAG_CONFIDENCE_TOTAL in attributes_of(span) for span in answers)
             assert running.counter(semconv.METRIC_GATEWAY_EXPORT_FAILURES) >= 1
-            assert running.counter(semconv.METRIC_GATEWAY_SPANS_REJECTED, reason="downstream_unavailable") >= 14
+            assert (
+                running.counter(semconv.METRIC_GATEWAY_SPANS_REJECTED, reason="downstream_unavailable") >= 14
+            )
             assert running.counter(semconv.METRIC_GATEWAY_SPANS_FORWARDED) == 14
             # Metrics of a retried request are recorded once, when it is finally delivered.
             assert sum(point.count for point in running.metric_points(semconv.METRIC_SCORE)) == 3
@@ -165,11 +169,16 @@ def test_answer_span_split_from_its_children_scored_with_the_assembly_window(
     rag_trace(tracer_provider(memory, batch=False))
     expected = AnswerScorer().score(records_from_readable_spans(memory.get_finished_spans())).attributes
     try:
-        for window, spans_seen in ((AssemblySettings(max_age=30), "whole trace"), (AssemblySettings(), "alone")):
+        for window, spans_seen in (
+            (AssemblySettings(max_age=30), "whole trace"),
+            (AssemblySettings(), "alone"),
+        ):
             receiver.requests.clear()
             with running_gateway(test_config(assembly=window)) as running:
                 provider = tracer_provider(
-                    Recording(GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)),
+                    Recording(
+                        GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)
+                    ),
                     batch=False,
                 )
                 rag_trace(provider)

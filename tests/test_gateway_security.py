@@ -42,8 +42,12 @@ def _body() -> bytes:
     return encode_spans(memory.get_finished_spans()).SerializeToString()
 
 
-def _http_status(url: str, body: bytes, headers: dict[str, str], context: ssl.SSLContext | None = None) -> int:
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/x-protobuf", **headers})
+def _http_status(
+    url: str, body: bytes, headers: dict[str, str], context: ssl.SSLContext | None = None
+) -> int:
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/x-protobuf", **headers}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return int(response.status)
@@ -71,19 +75,21 @@ def test_bearer_token_required_on_both_listeners_health_stays_open(downstream: D
         assert _http_status(url, body, {"Authorization": f"Bearer {TOKEN}"}) == 200
         target = f"127.0.0.1:{running.grpc_port}"
         assert _grpc_code(target, body) == grpc.StatusCode.UNAUTHENTICATED
-        assert _grpc_code(target, body, (("authorization", "Bearer nope"),)) == grpc.StatusCode.UNAUTHENTICATED
+        assert (
+            _grpc_code(target, body, (("authorization", "Bearer nope"),)) == grpc.StatusCode.UNAUTHENTICATED
+        )
         assert _grpc_code(target, body, (("authorization", f"Bearer {TOKEN}"),)) == grpc.StatusCode.OK
         # The SDK exporters authenticate with OTEL_EXPORTER_OTLP_HEADERS-style headers.
-        exporter = Recording(
-            HttpSpanExporter(endpoint=url, headers={"Authorization": f"Bearer {TOKEN}"})
-        )
+        exporter = Recording(HttpSpanExporter(endpoint=url, headers={"Authorization": f"Bearer {TOKEN}"}))
         provider = tracer_provider(exporter)
         plain_trace(provider, spans=2)
         provider.shutdown()
         assert exporter.results == [SpanExportResult.SUCCESS]
         assert urllib.request.urlopen(f"{running.http_url}/healthz", timeout=5).status == 200
         assert urllib.request.urlopen(f"{running.http_url}/readyz", timeout=5).status == 200
-        assert len(downstream.wait_for_spans(6)) == 6  # 2 (HTTP) + 2 (gRPC) + 2 (exporter); refused ones never
+        assert (
+            len(downstream.wait_for_spans(6)) == 6
+        )  # 2 (HTTP) + 2 (gRPC) + 2 (exporter); refused ones never
 
 
 def test_without_a_token_requests_need_no_authorization(downstream: DownstreamReceiver) -> None:
@@ -106,8 +112,13 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def _certificate(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None, issuer_key: ec.EllipticCurvePrivateKey,
-    *, ca: bool = False, server: bool = False,
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool = False,
+    server: bool = False,
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.timezone.utc)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
@@ -123,11 +134,15 @@ def _certificate(
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
             critical=False,
         ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     elif not ca:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
     return builder.sign(issuer_key, hashes.SHA256())
 
 
@@ -136,7 +151,9 @@ def _pem(certificate: x509.Certificate) -> bytes:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 @pytest.fixture(scope="module")

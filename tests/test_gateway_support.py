@@ -107,7 +107,9 @@ def downstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[DownstreamReceiver]:
     receiver.stop()
 
 
-def point_downstream_at(monkeypatch: pytest.MonkeyPatch, receiver: DownstreamReceiver, timeout: float = 2) -> None:
+def point_downstream_at(
+    monkeypatch: pytest.MonkeyPatch, receiver: DownstreamReceiver, timeout: float = 2
+) -> None:
     """The standard variables, as an operator would set them (the SDK exporters read os.environ)."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
@@ -117,7 +119,9 @@ def point_downstream_at(monkeypatch: pytest.MonkeyPatch, receiver: DownstreamRec
 
 
 class RunningGateway:
-    def __init__(self, gateway: Gateway, loop: asyncio.AbstractEventLoop, reader: InMemoryMetricReader) -> None:
+    def __init__(
+        self, gateway: Gateway, loop: asyncio.AbstractEventLoop, reader: InMemoryMetricReader
+    ) -> None:
         self.gateway = gateway
         self.loop = loop
         self.reader = reader
@@ -211,7 +215,9 @@ def rag_trace(
                 prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}."
                 retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_ID, f"doc-{index}")
                 retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_SCORE, 0.9 - index * 0.1)
-                retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_CONTENT, f"Refunds within {30 + index} days.")
+                retrieve.set_attribute(
+                    prefix + semconv.OI_DOCUMENT_CONTENT, f"Refunds within {30 + index} days."
+                )
         with tracer.start_as_current_span("generate") as generate:
             generate.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
             generate.set_attribute(semconv.OI_OUTPUT_VALUE, f"{question} 30 days [1].")
