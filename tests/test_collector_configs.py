@@ -95,6 +95,52 @@ KNOWN_KEYS: dict[str, dict[str, set[str]]] = {
     },
     "connectors": {},
 }
+# Nested settings blocks shared by several components -> the keys they accept (same documentation).
+NESTED_KEYS: dict[str, set[str]] = {
+    "sending_queue": {
+        "enabled",
+        "num_consumers",
+        "queue_size",
+        "storage",
+        "blocking",
+        "block_on_overflow",
+        "sizer",
+        "wait_for_result",
+        "batch",
+    },
+    "retry_on_failure": {
+        "enabled",
+        "initial_interval",
+        "max_interval",
+        "max_elapsed_time",
+        "multiplier",
+        "randomization_factor",
+    },
+    "tls": {
+        "insecure",
+        "insecure_skip_verify",
+        "ca_file",
+        "cert_file",
+        "key_file",
+        "server_name_override",
+        "min_version",
+        "max_version",
+    },
+    "compaction": {
+        "on_start",
+        "on_rebound",
+        "directory",
+        "max_transaction_size",
+        "rebound_needed_threshold_mib",
+        "rebound_trigger_threshold_mib",
+        "check_interval",
+        "cleanup_on_start",
+    },
+    "k8s": {"service", "ports", "timeout", "return_hostnames"},
+    "dns": {"hostname", "port", "interval", "timeout"},
+    "grpc": {"endpoint", "tls", "max_recv_msg_size_mib", "max_concurrent_streams", "keepalive", "auth"},
+    "http": {"endpoint", "tls", "cors", "auth", "max_request_body_size", "include_metadata"},
+}
 # The same components under the names otelcol-contrib 0.144+ prefers; a config uses one set, not both.
 RENAMED = {"otlp_grpc": "otlp", "otlp_http": "otlphttp", "load_balancing": "loadbalancing"}
 PUSH_EXPORTERS = {"otlp", "otlphttp", "loadbalancing"}
@@ -281,3 +327,26 @@ def test_pinned_collector_version_is_the_documented_one() -> None:
     assert len(tags) == 1, f"one Collector version everywhere, found {tags}"
     (tag,) = tags
     assert tag in readme, f"README.md must name the pinned Collector version {tag}"
+
+
+def _nested_blocks(body: Any, path: str) -> list[tuple[str, str, dict[str, Any]]]:
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key in NESTED_KEYS and isinstance(value, dict):
+                found.append((f"{path}.{key}", key, value))
+            found += _nested_blocks(value, f"{path}.{key}")
+    return found
+
+
+def test_nested_settings_use_their_documented_keys(config: dict[str, Any]) -> None:
+    blocks = [
+        b
+        for kind in KINDS
+        for cid, body in (config.get(kind) or {}).items()
+        for b in _nested_blocks(body, cid)
+    ]
+    assert blocks
+    for path, key, value in blocks:
+        unknown = set(value) - NESTED_KEYS[key]
+        assert not unknown, f"{path}: {sorted(unknown)} are not {key} settings"
