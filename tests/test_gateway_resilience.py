@@ -1,4 +1,4 @@
-"""Nothing lost: downstream outages answered retryably, every span delivered exactly once; overload backpressure."""
+"""Nothing lost: outages answered retryably, every span delivered exactly once; overload backpressure."""
 
 from __future__ import annotations
 

@@ -176,8 +176,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_tls_on_both_listeners_with_sdk_exporters(
     downstream: DownstreamReceiver, pki: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's CA file (psf/requests#3829), so the
-    # HTTP exporter's certificate_file is only honoured without them (docs/gateway.md says so too).
+    # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's CA file (psf/requests#3829), so
+    # the HTTP exporter's certificate_file is only honoured without them (docs/gateway.md says so too).
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
     tls = TlsSettings(pki["server_cert"], pki["server_key"])
