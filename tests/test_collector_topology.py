@@ -627,3 +627,16 @@ def test_checker_sees_a_loopback_listener_reached_from_another_unit() -> None:
 
     dep, _ = _mutated_compose(scored_on_loopback)
     assert any("nothing listens" in p for p in dep.problems)
+
+
+def test_application_metrics_reach_prometheus_too(
+    compose: tuple[Deployment, dict[str, Any]], kube: Deployment
+) -> None:
+    """An application that scores in process exports its metrics to the same entry as its spans."""
+    dep, spec = compose
+    edges = dep.resolved_edges("metrics")
+    edges[("app",)] = compose_entry(spec, dep, 4317)
+    assert {p[-1] for p in expand(edges, ("app",))} == {PROMETHEUS}
+    edges = kube.resolved_edges("metrics")
+    edges[("app",)] = kube.resolve("rag-confidence-tier1.observability:4317", "app", "grpc")
+    assert {p[-1] for p in expand(edges, ("app",))} == {PROMETHEUS}
