@@ -24,6 +24,7 @@ from tests.test_gateway_support import (
     Recording,
     attributes_of,
     by_name,
+    eventually,
     free_port,
     plain_trace,
     point_downstream_at,
@@ -113,45 +114,52 @@ def test_downstream_failure_is_unavailable_with_retry_info(monkeypatch: pytest.M
         assert http_error.value.code == 503 and http_error.value.headers["Retry-After"] == "7"
 
 
-class _SlowReceiver(DownstreamReceiver):
-    def __init__(self, delay: float) -> None:
+class _GatedReceiver(DownstreamReceiver):
+    """Holds every export until the test opens the gate."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.delay = delay
+        self.gate = threading.Event()
 
     def record(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
-        time.sleep(self.delay)
+        self.gate.wait(30)
         super().record(request)
 
 
 def test_overload_is_refused_retryably_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    receiver = _SlowReceiver(delay=0.5).start()
-    point_downstream_at(monkeypatch, receiver, timeout=5)
+    receiver = _GatedReceiver().start()
+    point_downstream_at(monkeypatch, receiver, timeout=30)
     memory = InMemorySpanExporter()
     plain_trace(tracer_provider(memory, batch=False), spans=2)
     body = encode_spans(memory.get_finished_spans()).SerializeToString()
     import urllib.error
     import urllib.request
 
-    def post(_: int) -> int:
+    def post(_: int) -> tuple[int, str | None]:
         request = urllib.request.Request(
             f"{running.http_url}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=20) as response:
-                return int(response.status)
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status), None
         except urllib.error.HTTPError as error:
-            assert error.headers["Retry-After"] == "1"
-            return int(error.code)
+            return int(error.code), error.headers["Retry-After"]
 
     try:
-        config = test_config(max_concurrent_requests=2, max_queued_requests=2, queue_timeout=10.0)
+        config = test_config(max_concurrent_requests=2, max_queued_requests=2, queue_timeout=30.0)
         with running_gateway(config) as running, ThreadPoolExecutor(12) as pool:
-            statuses = Counter(pool.map(post, range(12)))
-            # 2 processed at once and 2 waiting: the other 8 are turned away at once, retryably.
-            assert statuses[200] >= 4 and statuses[503] >= 1 and set(statuses) <= {200, 503}
-            assert len(receiver.spans()) == 2 * statuses[200]
-            assert running.gateway.admission is not None and running.gateway.admission.active == 0
+            admission = running.gateway.admission
+            assert admission is not None
+            admitted = [pool.submit(post, index) for index in range(4)]
+            assert eventually(lambda: admission.active == 2 and admission.waiting == 2)
+            # Two in progress, two waiting: every further request is turned away at once, retryably.
+            assert list(pool.map(post, range(8))) == [(503, "1")] * 8
+            receiver.gate.set()
+            assert [future.result() for future in admitted] == [(200, None)] * 4
+            assert len(receiver.spans()) == 8
+            assert admission.active == 0 and admission.waiting == 0
     finally:
+        receiver.gate.set()
         receiver.stop()
 
 

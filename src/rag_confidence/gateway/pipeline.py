@@ -94,7 +94,9 @@ class TracePipeline:
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
-        records = [to_record(span) for span in spans]
+        # Lazy views are fine within the request; the window keeps records longer, so it gets copies.
+        lazy = self._window is None
+        records = [to_record(span, lazy=lazy) for span in spans]
         context: list[SpanRecord] = records
         if self._window is not None:
             size = sum(span.ByteSize() for span in spans)

@@ -55,8 +55,62 @@ def has_valid_ids(span: ProtoSpan) -> bool:
     )
 
 
-def to_record(span: ProtoSpan) -> SpanRecord:
-    """View a protobuf span (with valid ids, see :func:`has_valid_ids`) as a :class:`SpanRecord`."""
+class ProtoAttributes(Mapping[str, Any]):
+    """A read-only mapping over a protobuf attribute list, converting values only when they are read.
+
+    Most spans a gateway sees are never read beyond a few keys (is it an answer? a retrieval?), so converting
+    every value of every span up front (document contents included) would dominate the cost of plain traffic.
+    """
+
+    __slots__ = ("_items", "_index", "_cache")
+
+    def __init__(self, items: Sequence[KeyValue]) -> None:
+        self._items = items
+        self._index: dict[str, int] | None = None
+        self._cache: dict[str, Any] = {}
+
+    def _keys(self) -> dict[str, int]:
+        if self._index is None:
+            # A repeated key keeps its last position, like dict assignment; empty values are left out.
+            index = {item.key: position for position, item in enumerate(self._items)}
+            self._index = {
+                key: position for key, position in index.items() if self._items[position].HasField("value")
+            }
+        return self._index
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._cache:
+            return self._cache[key]
+        position = self._keys()[key]
+        value = any_value_to_python(self._items[position].value)
+        if value is None:
+            raise KeyError(key)
+        self._cache[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or key not in self._keys():
+            return False
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self._keys() if key in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def to_record(span: ProtoSpan, *, lazy: bool = True) -> SpanRecord:
+    """View a protobuf span (with valid ids, see :func:`has_valid_ids`) as a :class:`SpanRecord`.
+
+    ``lazy`` attributes read the protobuf on demand (the span must outlive the record and not change under
+    it); otherwise they are copied into dicts, for records kept beyond the request (the assembly window).
+    """
+    convert = ProtoAttributes if lazy else attributes_to_dict
     parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0
     flags = span.flags
     return SpanRecord(
@@ -64,11 +118,11 @@ def to_record(span: ProtoSpan) -> SpanRecord:
         span_id=int.from_bytes(span.span_id, "big"),
         parent_span_id=parent or None,
         name=span.name,
-        attributes=attributes_to_dict(span.attributes),
+        attributes=convert(span.attributes),
         events=tuple(
             EventRecord(
                 name=event.name,
-                attributes=attributes_to_dict(event.attributes),
+                attributes=convert(event.attributes),
                 timestamp=event.time_unix_nano,
             )
             for event in span.events

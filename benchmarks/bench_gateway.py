@@ -1,0 +1,217 @@
+"""Gateway throughput against a pass-through forwarder, and peak memory under a 10x overload. One command:
+
+    python benchmarks/bench_gateway.py [--requests 200] [--concurrency 8]
+
+Both gateways run as real subprocesses (``rag-confidence gateway``), receive the same pre-encoded OTLP/gRPC
+requests over loopback, and forward to the same real OTLP gRPC receiver. The pass-through is the gateway with
+``--no-scoring``: identical decode, validation, encode and export, no answer detection or scoring. Ratios are
+measured side by side in one run; the target is scoring throughput >= 0.5x the pass-through.
+
+Memory: peak RSS (``VmHWM``) of a scoring gateway after a 1x load, then after 10x as many concurrent requests
+as it admits (``--max-concurrent-requests`` + ``--max-queued-requests``). Bounded means the overload does not
+grow the peak in proportion: the extra requests are refused with UNAVAILABLE before they cost memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import semconv
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+MAX_CONCURRENT = 4
+MAX_QUEUED = 32
+
+
+class _Sink(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.spans = 0
+        self._lock = threading.Lock()
+
+    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+        count = sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+        with self._lock:
+            self.spans += count
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def build_request(rag_traces: int = 20, plain_traces: int = 20) -> tuple[bytes, int]:
+    """One batch as a BatchSpanProcessor would send it: RAG answers (retriever with 5 documents, LLM) and plain
+    request traces. Returns the encoded request and its span count."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    for index in range(rag_traces):
+        with tracer.start_as_current_span("answer") as answer:
+            answer.set_attribute(semconv.RAG_ANSWER, True)
+            answer.set_attribute(semconv.RAG_SIGNAL_SUPPORT_LEVEL, "medium")
+            with tracer.start_as_current_span("retrieve") as retrieve:
+                retrieve.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
+                for doc in range(5):
+                    prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{doc}."
+                    retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_ID, f"doc-{index}-{doc}")
+                    retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_SCORE, 0.9 - doc * 0.05)
+                    retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_CONTENT, "Policy text. " * 40)
+            with tracer.start_as_current_span("generate") as generate:
+                generate.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
+                generate.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [1].")
+    for _ in range(plain_traces):
+        with tracer.start_as_current_span("http request"):
+            for step in range(4):
+                with tracer.start_as_current_span(f"step {step}") as span:
+                    span.set_attribute("http.route", "/api/items")
+    spans = memory.get_finished_spans()
+    return encode_spans(spans).SerializeToString(), len(spans)
+
+
+class GatewayProcess:
+    def __init__(self, downstream_port: int, *extra: str) -> None:
+        self.grpc_port, self.http_port = _free_port(), _free_port()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{downstream_port}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from rag_confidence.gateway import main; sys.exit(main(sys.argv[1:]))",
+            "--grpc-listen",
+            f"127.0.0.1:{self.grpc_port}",
+            "--http-listen",
+            f"127.0.0.1:{self.http_port}",
+            "--max-concurrent-requests",
+            str(MAX_CONCURRENT),
+            "--max-queued-requests",
+            str(MAX_QUEUED),
+            "--log-level",
+            "ERROR",
+            *extra,
+        ]
+        self.process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/readyz", timeout=1):
+                    return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        raise RuntimeError("gateway did not start")
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def drive(port: int, body: bytes, requests: int, concurrency: int) -> tuple[float, int, int]:
+    """Send ``requests`` requests keeping ``concurrency`` in flight; returns (seconds, ok, refused)."""
+    ok = refused = 0
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary(EXPORT)
+        export(body, timeout=30)  # warm-up: connection, first import of everything
+        started = time.perf_counter()
+        pending: list[Any] = []
+        sent = 0
+        while sent < requests or pending:
+            while sent < requests and len(pending) < concurrency:
+                pending.append(export.future(body, timeout=60))
+                sent += 1
+            done = pending.pop(0)
+            try:
+                done.result()
+                ok += 1
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                refused += 1
+        return time.perf_counter() - started, ok, refused
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=MAX_CONCURRENT)
+    args = parser.parse_args()
+
+    sink = _Sink()
+    downstream_port = _free_port()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(sink, server)
+    server.add_insecure_port(f"127.0.0.1:{downstream_port}")
+    server.start()
+    body, spans_per_request = build_request()
+    print(f"request: {spans_per_request} spans, {len(body) / 1024:.0f} KiB; {args.requests} requests per run")
+
+    results: dict[str, float] = {}
+    for name, extra in (("pass-through", ("--no-scoring",)), ("scoring", ())):
+        gateway = GatewayProcess(downstream_port, *extra)
+        try:
+            before = sink.spans
+            seconds, ok, refused = drive(gateway.grpc_port, body, args.requests, args.concurrency)
+            assert refused == 0 and ok == args.requests, (ok, refused)
+            forwarded = sink.spans - before - spans_per_request  # minus the warm-up request
+            assert forwarded == ok * spans_per_request, (forwarded, ok)
+            results[name] = forwarded / seconds
+            print(f"{name:>13}: {results[name]:>9,.0f} spans/s ({seconds:.2f}s)")
+        finally:
+            gateway.stop()
+    ratio = results["scoring"] / results["pass-through"]
+    print(f"scoring / pass-through: {ratio:.2f}x (target >= 0.5x) -> {'PASS' if ratio >= 0.5 else 'FAIL'}")
+
+    admitted = MAX_CONCURRENT + MAX_QUEUED
+    gateway = GatewayProcess(downstream_port)
+    try:
+        drive(gateway.grpc_port, body, admitted * 3, admitted)
+        normal = gateway.peak_rss_mib()
+        _, ok, refused = drive(gateway.grpc_port, body, admitted * 30, admitted * 10)
+        overload = gateway.peak_rss_mib()
+    finally:
+        gateway.stop()
+    growth = overload / normal
+    print(
+        f"peak RSS: {normal:.0f} MiB at 1x ({admitted} in flight), {overload:.0f} MiB at 10x ({admitted * 10} in "
+        f"flight; {ok} accepted, {refused} refused with UNAVAILABLE): {growth:.2f}x -> "
+        f"{'bounded' if growth < 2 else 'NOT bounded'}"
+    )
+    server.stop(None)
+    return 0 if ratio >= 0.5 and growth < 2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
