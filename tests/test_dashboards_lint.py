@@ -267,3 +267,43 @@ def test_the_query_lint_rejects_what_it_should(bad_expr: str) -> None:
     dashboard = {"panels": [{"type": "timeseries", "title": "bad", "targets": [target]}]}
     with pytest.raises(AssertionError):
         test_prometheus_queries_follow_the_linter_rules("bad.json", dashboard)
+
+
+PROVISIONING = REPO / "dashboards" / "provisioning"
+
+
+def test_provisioned_prometheus_links_exemplars_to_the_provisioned_tempo() -> None:
+    import yaml
+
+    datasources = yaml.safe_load((PROVISIONING / "datasources" / "rag-confidence.yaml").read_text())[
+        "datasources"
+    ]
+    by_uid = {ds["uid"]: ds for ds in datasources}
+    prometheus = next(ds for ds in datasources if ds["type"] == "prometheus")
+    destinations = prometheus["jsonData"]["exemplarTraceIdDestinations"]
+    assert [d["name"] for d in destinations] == ["trace_id"]
+    assert by_uid[destinations[0]["datasourceUid"]]["type"] == "tempo"
+
+
+def test_provisioned_dashboard_provider_reads_files() -> None:
+    import yaml
+
+    providers = yaml.safe_load((PROVISIONING / "dashboards" / "rag-confidence.yaml").read_text())["providers"]
+    assert [(p["type"], bool(p["options"]["path"])) for p in providers] == [("file", True)]
+
+
+def test_example_prometheus_config_is_valid_and_loads_the_rules() -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("promtool") is None:
+        pytest.fail("promtool is not installed: run scripts/ensure-prometheus.sh (CI does)")
+    result = subprocess.run(
+        ["promtool", "check", "config", str(PROVISIONING / "prometheus" / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 1 rule files found" in result.stdout
