@@ -62,13 +62,16 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     any span with our ``rag.retrieval.method``.
     """
     attributes = span.attributes
-    if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) in _RETRIEVAL_KINDS:
+    # Values can be anything a producer sent (lists included): compare strings only.
+    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+    if isinstance(kind, str) and kind in _RETRIEVAL_KINDS:
         return True
-    if attributes.get(semconv.GEN_AI_OPERATION_NAME) in _RETRIEVAL_OPERATIONS:
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    if isinstance(operation, str) and operation in _RETRIEVAL_OPERATIONS:
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
-    return any(event.name in _RESULT_EVENTS for event in span.events)
+    return any(isinstance(event.name, str) and event.name in _RESULT_EVENTS for event in span.events)
 
 
 def is_local_root(span: SpanRecord, span_ids: Iterable[int] | None = None) -> bool:

@@ -9,6 +9,7 @@ from .. import semconv
 from ._values import Reader
 
 _SUPPORT_LEVELS = frozenset({"high", "medium", "low"})
+_QUERY_COMPLEXITIES = frozenset({"direct", "inferential", "multi-hop", "comparative"})
 
 
 def _support_level(reader: Reader, value: Any) -> str | None:
@@ -17,6 +18,17 @@ def _support_level(reader: Reader, value: Any) -> str | None:
         return None
     lowered = text.strip().lower()
     if lowered not in _SUPPORT_LEVELS:
+        reader.skip()
+        return None
+    return lowered
+
+
+def _query_complexity(reader: Reader, value: Any) -> str | None:
+    text = reader.string(value)
+    if text is None:
+        return None
+    lowered = text.strip().lower()
+    if lowered not in _QUERY_COMPLEXITIES:
         reader.skip()
         return None
     return lowered
@@ -43,7 +55,7 @@ FIELDS: Mapping[str, tuple[str, Parse]] = {
     semconv.RAG_SIGNAL_CITATION_COUNT: ("citationCount", Reader.count),
     semconv.RAG_SIGNAL_CITATION_COVERAGE_SCORE: ("citationCoverageScore", Reader.unit),
     semconv.RAG_SIGNAL_INVALID_CITATION_COUNT: ("invalidCitationCount", Reader.count),
-    semconv.RAG_SIGNAL_QUERY_COMPLEXITY: ("queryComplexity", Reader.string),
+    semconv.RAG_SIGNAL_QUERY_COMPLEXITY: ("queryComplexity", _query_complexity),
     semconv.RAG_SIGNAL_DOCUMENTS_SILENT: ("documentsSilent", Reader.boolean),
     semconv.RAG_SIGNAL_REQUIRES_EXPERT_REVIEW: ("requiresExpertReview", Reader.boolean),
     semconv.RAG_SIGNAL_AMBIGUITY_NOTES: ("ambiguityNotes", _note),
