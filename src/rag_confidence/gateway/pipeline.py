@@ -88,9 +88,14 @@ class TracePipeline:
                 if self._scorer is not None:
                     for span in spans:
                         by_trace.setdefault(span.trace_id, []).append(span)
-        if self._scorer is not None:
-            for trace_spans in by_trace.values():
-                self._score_trace(self._scorer, trace_spans, prepared)
+        if self._scorer is not None and by_trace:
+            if self._window is None:  # one pass over all traces: find_answers keys spans by (trace, span) id
+                self._score_trace(
+                    self._scorer, [span for spans in by_trace.values() for span in spans], prepared
+                )
+            else:
+                for trace_spans in by_trace.values():
+                    self._score_trace(self._scorer, trace_spans, prepared)
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
@@ -104,11 +109,11 @@ class TracePipeline:
         groups = find_answers(context)
         if not groups:
             return
-        here: dict[int, tuple[ProtoSpan, SpanRecord]] = {}
+        here: dict[tuple[int, int], tuple[ProtoSpan, SpanRecord]] = {}
         for span, record in zip(spans, records, strict=True):
-            here.setdefault(record.span_id, (span, record))
+            here.setdefault((record.trace_id, record.span_id), (span, record))
         for group in groups:
-            found = here.get(group.answer.span_id)
+            found = here.get((group.answer.trace_id, group.answer.span_id))
             if found is None:  # the answer span was forwarded with an earlier request
                 continue
             proto_span, record = found

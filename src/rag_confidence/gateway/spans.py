@@ -88,6 +88,19 @@ class ProtoAttributes(Mapping[str, Any]):
         self._cache[key] = value
         return value
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Mapping.get goes through __getitem__ and a KeyError per miss; misses are the common case here.
+        if key in self._cache:
+            return self._cache[key]
+        position = self._keys().get(key)
+        if position is None:
+            return default
+        value = any_value_to_python(self._items[position].value)
+        if value is None:
+            return default
+        self._cache[key] = value
+        return value
+
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str) or key not in self._keys():
             return False
