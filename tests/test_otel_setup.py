@@ -1,0 +1,227 @@
+"""End to end over real OTLP: ``configure_from_env()`` and zero-code ``opentelemetry-instrument`` send scored
+spans, the confidence metrics and the evaluation event to a loopback OTLP/gRPC receiver.
+
+The receiver is grpcio serving the opentelemetry-proto collector services on 127.0.0.1; the applications run
+in subprocesses because global providers can be set once per process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from rag_confidence import semconv
+from rag_confidence.scoring import compute_confidence
+
+BIN = Path(sys.executable).parent
+
+
+class Receiver(
+    trace_service_pb2_grpc.TraceServiceServicer,
+    metrics_service_pb2_grpc.MetricsServiceServicer,
+    logs_service_pb2_grpc.LogsServiceServicer,
+):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.traces: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.metrics: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
+        self.logs: list[logs_service_pb2.ExportLogsServiceRequest] = []
+
+    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method name
+        with self.lock:
+            if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
+                self.traces.append(request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+            if isinstance(request, metrics_service_pb2.ExportMetricsServiceRequest):
+                self.metrics.append(request)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+            self.logs.append(request)
+            return logs_service_pb2.ExportLogsServiceResponse()
+
+    def spans(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                span.name: span
+                for request in self.traces
+                for resource in request.resource_spans
+                for scope in resource.scope_spans
+                for span in scope.spans
+            }
+
+    def metric_names(self) -> set[str]:
+        with self.lock:
+            return {
+                metric.name
+                for request in self.metrics
+                for resource in request.resource_metrics
+                for scope in resource.scope_metrics
+                for metric in scope.metrics
+            }
+
+    def log_records(self) -> list[Any]:
+        with self.lock:
+            return [
+                record
+                for request in self.logs
+                for resource in request.resource_logs
+                for scope in resource.scope_logs
+                for record in scope.log_records
+            ]
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, int]]:
+    servicer = Receiver()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(servicer, server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, port
+    server.stop(grace=None)
+
+
+def attributes(proto_attributes: Any) -> dict[str, Any]:
+    return {item.key: _value(item.value) for item in proto_attributes}
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+# A RAG answer traced with the plain OpenTelemetry API: no rag_confidence import, as in a zero-code setup.
+APP = textwrap.dedent(
+    f"""
+    import json, sys
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("answer") as answer:
+        answer.set_attribute({semconv.RAG_SIGNAL_SUPPORT_LEVEL!r}, "high")
+        answer.set_attribute({semconv.RAG_SIGNAL_HAS_CONFLICT!r}, False)
+        with tracer.start_as_current_span("search", kind=trace.SpanKind.CLIENT) as search:
+            search.set_attribute({semconv.GEN_AI_OPERATION_NAME!r}, "retrieval")
+            search.set_attribute({semconv.RAG_RETRIEVAL_METHOD!r}, "vector")
+            search.set_attribute(
+                {semconv.GEN_AI_RETRIEVAL_DOCUMENTS!r},
+                json.dumps([{{"id": "a", "score": 0.9}}, {{"id": "b", "score": 0.7}}]),
+            )
+    """
+)
+EXPECTED_INPUTS = {
+    "supportLevel": "high",
+    "hasConflict": False,
+    "candidates": [
+        {"retrievalScores": {"vector": 0.9}, "combinedScore": 0.9, "documentId": "a", "rank": 1},
+        {"retrievalScores": {"vector": 0.7}, "combinedScore": 0.7, "documentId": "b", "rank": 2},
+    ],
+}
+
+
+def otlp_env(port: int, **extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+        OTEL_EXPORTER_OTLP_INSECURE="true",
+        OTEL_SERVICE_NAME="rag-app",
+        OTEL_METRIC_EXPORT_INTERVAL="200",
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="*",
+        **extra,
+    )
+    return env
+
+
+def wait_for(condition: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the receiver"
+        time.sleep(0.05)
+
+
+def assert_scored_over_otlp(servicer: Receiver) -> None:
+    wait_for(lambda: "answer" in servicer.spans())
+    wait_for(lambda: semconv.METRIC_SCORE in servicer.metric_names() and servicer.log_records())
+    expected = compute_confidence(EXPECTED_INPUTS)
+    answer = servicer.spans()["answer"]
+    scored = attributes(answer.attributes)
+    assert scored[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+    assert scored[semconv.RAG_CONFIDENCE_ACTION] == expected.recommended_action
+    assert scored[semconv.RAG_CONFIDENCE_WARNINGS] == [warning.code for warning in expected.meta.warnings]
+    assert attributes(servicer.spans()["search"].attributes).keys().isdisjoint({semconv.RAG_CONFIDENCE_TOTAL})
+    assert servicer.metric_names() >= {
+        semconv.METRIC_SCORE,
+        semconv.METRIC_TIER_SCORE,
+        semconv.METRIC_DIMENSION_SCORE,
+        semconv.METRIC_SCORING_DURATION,
+    }
+    (event,) = [r for r in servicer.log_records() if r.event_name == semconv.GEN_AI_EVALUATION_RESULT]
+    assert event.trace_id == answer.trace_id and event.span_id == answer.span_id
+    assert attributes(event.attributes)[semconv.GEN_AI_EVALUATION_SCORE_VALUE] == expected.total
+
+
+def test_configure_from_env_sends_traces_metrics_and_events_over_otlp(receiver: tuple[Receiver, int]) -> None:
+    servicer, port = receiver
+    program = "from rag_confidence.otel import configure_from_env\ntelemetry = configure_from_env()\n"
+    program += APP + "telemetry.shutdown()\n"
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=otlp_env(port), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert_scored_over_otlp(servicer)
+
+
+def test_opentelemetry_instrument_scores_with_zero_code_when_selected(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    servicer, port = receiver
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    result = subprocess.run(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+        env=otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert_scored_over_otlp(servicer)
+
+
+def test_installed_but_not_selected_the_configurator_changes_nothing(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    servicer, port = receiver
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    result = subprocess.run(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+        env=otlp_env(
+            port, OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
+    assert semconv.RAG_CONFIDENCE_TOTAL not in attributes(servicer.spans()["answer"].attributes)
+    assert servicer.log_records() == []
