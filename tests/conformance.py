@@ -78,7 +78,7 @@ def diff(expected: Any, actual: Any, path: str = "$", free_text: bool = True) ->
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{path}: expected {len(expected)} items, got {len(actual)}: {expected!r} vs {actual!r}"]
-        for index, (left, right) in enumerate(zip(expected, actual)):
+        for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
             problems.extend(diff(left, right, f"{path}[{index}]", free_text))
         return problems
     if isinstance(expected, (int, float)) or isinstance(actual, (int, float)):

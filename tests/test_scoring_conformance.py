@@ -51,10 +51,10 @@ def _check_scorecard(expected: Any, call: Any) -> None:
 def test_conformance(case: dict[str, Any]) -> None:
     fn, args, expected = case["fn"], case["args"], case["expected"]
     if fn == "constants":
-        assert {
+        assert expected == {
             "ALGORITHM_VERSION": rag_confidence.ALGORITHM_VERSION,
             "SCORECARD_SCHEMA_VERSION": rag_confidence.SCORECARD_SCHEMA_VERSION,
-        } == expected
+        }
         return
     if fn == "createScorer":
         config, batch = args
@@ -63,7 +63,7 @@ def test_conformance(case: dict[str, Any]) -> None:
             return
         scorer = rag_confidence.create_scorer(config)
         assert len(expected) == len(batch)
-        for inputs, outcome in zip(batch, expected):
+        for inputs, outcome in zip(batch, expected, strict=True):
             _check_scorecard(outcome, lambda inputs=inputs: scorer.compute(inputs))
         return
     function = getattr(rag_confidence, _FUNCTIONS[fn])

@@ -20,39 +20,52 @@ INF = math.inf
 
 def js_round(value: Number) -> Number:
     """``Math.round``: nearest integer, halves towards +infinity; NaN and infinities pass through."""
-    if isinstance(value, int):
+    if type(value) is int:
         return value
-    if value != value or value in (INF, -INF):
+    try:
+        floor = math.floor(value)
+    except (ValueError, OverflowError):  # NaN, +-infinity
         return value
-    floor = math.floor(value)
     # Comparing the remainder (exact in binary) avoids the 0.49999999999999994 + 0.5 == 1.0 trap.
     return floor + 1 if value - floor >= 0.5 else floor
 
 
 def round_to(value: Number, digits: int) -> float:
     """The reference's ``Math.round(value * 10**digits) / 10**digits``."""
-    factor = 10**digits
-    return js_round(value * factor) / factor
+    factor = _POWERS[digits]
+    scaled: float = value * factor
+    try:
+        floor = math.floor(scaled)
+    except (ValueError, OverflowError):
+        return scaled / factor
+    return (floor + 1 if scaled - floor >= 0.5 else floor) / factor
+
+
+_POWERS: tuple[int, ...] = tuple(10**digits for digits in range(16))
 
 
 def to_fixed_number(value: Number, digits: int) -> float:
     """``Number(value.toFixed(digits))``: half-up rounding of the exact binary value."""
     if value != value or value in (INF, -INF):
         return float(value)
-    quantum = Decimal(1).scaleb(-digits)
+    # '%.*f' rounds the exact binary value correctly but half-to-even. The two differ only on exact ties,
+    # which a double can hold only as an odd multiple of 2**-(digits + 1): those go through Decimal.
+    scaled = value * (2 << digits)
+    if not (scaled.is_integer() if isinstance(scaled, float) else True) or int(scaled) % 2 == 0:
+        return float(f"{value:.{digits}f}")
     exact = Decimal(value)
-    # toFixed picks the larger candidate on a tie, which is half-up for positives and half-down for negatives.
-    rounded = exact.quantize(quantum, rounding=ROUND_HALF_UP if exact >= 0 else "ROUND_HALF_DOWN")
+    # toFixed formats |x| and prefixes the sign, so a tie rounds away from zero.
+    rounded = exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
     return float(rounded)
 
 
 def to_fixed(value: Number, digits: int) -> str:
-    """``value.toFixed(digits)`` as text, for explanations."""
+    """A number with ``digits`` decimals for explanations (free text, so plain Python rounding)."""
     if value != value:
         return "NaN"
     if value in (INF, -INF):
         return "Infinity" if value > 0 else "-Infinity"
-    return f"{to_fixed_number(value, digits):.{digits}f}"
+    return f"{value:.{digits}f}"
 
 
 def js_min(*values: Number) -> Number:

@@ -188,10 +188,22 @@ class _Compiler:
     def _mapping(self, node: Mapping[str, Any]) -> Checker:
         extra = node.get("additionalProperties", True)
         item = self.compile(extra) if isinstance(extra, Mapping) else (lambda v, p: v)
+        numbers = isinstance(extra, Mapping) and _scalar_kind(extra) == _NUM and "anyOf" not in extra
 
         def mapping(value: Any, path: str) -> Any:
             if not isinstance(value, Mapping):
                 raise self.fail(path, "an object", value)
+            if numbers and type(value) is dict:
+                # The common case (method -> score): all plain floats and ints, nothing to copy.
+                for element in value.values():
+                    kind = type(element)
+                    if kind is not float and kind is not int:
+                        break
+                else:
+                    for key in value:
+                        if type(key) is not str:
+                            raise self.fail(path, "an object with string keys", value)
+                    return value
             out: dict[str, Any] | None = None
             for key, element in value.items():
                 if not isinstance(key, str):
@@ -214,32 +226,49 @@ class _Compiler:
         return mapping
 
     def _object(self, node: Mapping[str, Any]) -> Checker:
-        properties: dict[str, Checker] = {}
+        # Scalars are checked inline by kind rather than through a checker call each: objects such as
+        # candidates are validated once per field per candidate, and this is the hot edge of every score.
+        kinds: dict[str, tuple[int, Checker]] = {}
         for key, sub in node["properties"].items():
-            properties[key] = self.compile(sub)
+            kinds[key] = (_scalar_kind(sub), self.compile(sub))
         required = tuple(node.get("required", ()))
         names = self._names
         closed = node.get("additionalProperties", True) is False
+        fail = self.fail
 
         def obj(value: Any, path: str) -> Any:
-            if isinstance(value, BaseModel):
-                value = value.model_dump(by_alias=True, exclude_none=True)
-            elif not isinstance(value, Mapping):
-                raise self.fail(path, "an object", value)
+            if type(value) is not dict:
+                if isinstance(value, BaseModel):
+                    value = value.model_dump(by_alias=True, exclude_none=True)
+                elif isinstance(value, Mapping):
+                    value = dict(value)
+                else:
+                    raise fail(path, "an object", value)
             out: dict[str, Any] | None = None
             for key, element in value.items():
                 name = key
-                checker = properties.get(key)
-                if checker is None:
+                entry = kinds.get(key)
+                if entry is None:
                     name = names.get(key, key) if isinstance(key, str) else key
-                    checker = properties.get(name)
-                    if checker is None:
+                    entry = kinds.get(name)
+                    if entry is None:
                         if closed:
-                            raise self._error(
-                                f"{_join(path, str(key))}: unknown field", path=_join(path, str(key))
-                            )
+                            where = _join(path, str(key))
+                            raise self._error(f"{where}: unknown field", path=where)
                         continue
-                checked = checker(element, _join(path, name))
+                kind = entry[0]
+                element_type = type(element)
+                if (
+                    kind == _NUM
+                    and (element_type is float or element_type is int)
+                    or kind == _STR
+                    and element_type is str
+                    or kind == _BOOL
+                    and element_type is bool
+                ):
+                    checked = element
+                else:
+                    checked = entry[1](element, _join(path, name))
                 if out is None and (checked is not element or name is not key):
                     out = {}
                     for done_key, done_value in value.items():
@@ -251,10 +280,27 @@ class _Compiler:
             result = value if out is None else out
             for key in required:
                 if key not in result:
-                    raise self._error(f"{_join(path, key)}: field required", path=_join(path, key))
-            return result if type(result) is dict else dict(result)
+                    where = _join(path, key)
+                    raise self._error(f"{where}: field required", path=where)
+            return result
 
         return obj
+
+
+_NUM, _STR, _BOOL, _OTHER = 1, 2, 3, 0
+
+
+def _scalar_kind(node: Mapping[str, Any]) -> int:
+    """The inline-checkable kind of a property (optional scalars included), or _OTHER."""
+    options = node.get("anyOf")
+    if options is not None:
+        concrete = [option for option in options if option.get("type") != "null"]
+        if len(concrete) != 1:
+            return _OTHER
+        node = concrete[0]
+    if "enum" in node or "const" in node or "$ref" in node or node.get("format"):
+        return _OTHER
+    return {"number": _NUM, "string": _STR, "boolean": _BOOL}.get(node.get("type", ""), _OTHER)
 
 
 def _field_names(model: type[BaseModel], seen: dict[str, str]) -> dict[str, str]:

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from ..errors import ConfigValidationError, InputValidationError
+from ._build import scorecard_model
 from ._plain import compile_model
-from .models import (
-    ConfidenceScorecard,
-    ConfidenceWarning,
-    DimensionBreakdown,
-    Dimensions,
-    DimensionScore,
-    ScorecardMeta,
-    ScoringConfig,
-    ScoringInputs,
-    Tier1Result,
-    Tier2Result,
-)
-from .scorer import score_plain
+from .models import ConfidenceScorecard, ScoringConfig, ScoringInputs
+from .scorer import DEFAULT_PREPARED, PreparedConfig, prepare_config, score_plain
 from .validation import validate_config
 
 InputsLike = ScoringInputs | Mapping[str, Any]
@@ -66,25 +54,52 @@ def compute_confidence(inputs: InputsLike, config: ConfigLike = None) -> Confide
     :class:`~rag_confidence.errors.InputValidationError` for wrongly typed inputs, or for any input warning
     when ``validation`` is ``"strict"``.
     """
-    return scorecard_model(score_plain(plain_inputs(inputs), plain_config(config)))
+    return scorecard_model(score_plain(plain_inputs(inputs), _prepared(config)))
+
+
+_PREPARED_CACHE: dict[str, PreparedConfig] = {}
+_PREPARED_CACHE_SIZE = 256
+
+
+def _prepared(config: ConfigLike) -> PreparedConfig:
+    """The prepared form of a config, reusing earlier work for an equal plain-dict config.
+
+    Callers commonly pass the same config dict literal on every call; validating and resolving it each time
+    would cost more than scoring. A plain dict's ``repr`` (computed in C) identifies its content exactly for
+    the JSON-like values a config holds, so it is the cache key; other config types are not cached.
+    """
+    if config is None:
+        return DEFAULT_PREPARED
+    key = repr(config) if type(config) is dict else None
+    if key is not None:
+        cached = _PREPARED_CACHE.get(key)
+        if cached is not None:
+            return cached
+    prepared = prepare_config(plain_config(config))
+    if key is not None:
+        if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
+            _PREPARED_CACHE.clear()
+        _PREPARED_CACHE[key] = prepared
+    return prepared
 
 
 class Scorer:
     """A scorer bound to one validated config; see :func:`create_scorer`."""
 
-    __slots__ = ("_config", "config")
+    __slots__ = ("_prepared", "config")
 
     def __init__(self, config: ConfigLike) -> None:
-        self._config = plain_config(config)
-        self.config: ScoringConfig = ScoringConfig.model_validate(self._config)
+        plain = plain_config(config)
+        self._prepared: PreparedConfig = prepare_config(plain)
+        self.config: ScoringConfig = ScoringConfig.model_validate(plain)
 
     def compute(self, inputs: InputsLike) -> ConfidenceScorecard:
         """Score one answer with the bound config."""
-        return scorecard_model(score_plain(plain_inputs(inputs), self._config))
+        return scorecard_model(score_plain(plain_inputs(inputs), self._prepared))
 
     def compute_plain(self, inputs: InputsLike) -> dict[str, Any]:
         """Like :meth:`compute`, but the scorecard as a plain dict in the reference's JSON shape."""
-        return score_plain(plain_inputs(inputs), self._config)
+        return score_plain(plain_inputs(inputs), self._prepared)
 
 
 def create_scorer(config: ConfigLike = None) -> Scorer:
@@ -95,99 +110,3 @@ def create_scorer(config: ConfigLike = None) -> Scorer:
     'abstain'
     """
     return Scorer(config)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Plain scorecard -> models. The data was produced by the scorer from validated input, so the models are built
-# directly rather than validated again: validation of a full scorecard would cost more than scoring it.
-# ----------------------------------------------------------------------------------------------------------------
-M = TypeVar("M", bound=BaseModel)
-
-
-def _new(cls: type[M], values: dict[str, Any]) -> M:
-    instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", values)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
-    return instance
-
-
-def _warning(item: dict[str, Any]) -> ConfidenceWarning:
-    return _new(
-        ConfidenceWarning,
-        {"code": item["code"], "severity": item["severity"], "message": item["message"], "path": item.get("path")},
-    )
-
-
-def _dimension(item: dict[str, Any] | None) -> DimensionScore | None:
-    if item is None:
-        return None
-    parts = item["breakdown"]
-    return _new(
-        DimensionScore,
-        {
-            "raw": item["raw"],
-            "max": item["max"],
-            "normalized": item["normalized"],
-            "explanation": item["explanation"],
-            "breakdown": _new(
-                DimensionBreakdown,
-                {
-                    "components": parts["components"],
-                    "adjustments": parts["adjustments"],
-                    "diagnostics": parts["diagnostics"],
-                    "uncapped_raw": parts["uncappedRaw"],
-                    "raw": parts["raw"],
-                },
-            ),
-            "warnings": [_warning(w) for w in item["warnings"]],
-        },
-    )
-
-
-def scorecard_model(card: dict[str, Any]) -> ConfidenceScorecard:
-    """Wrap a plain scorecard (as :func:`score_plain` returns it) in the result models."""
-    dims = card["dimensions"]
-    meta = card["meta"]
-    tier_one = card["tier1"]
-    tier_two = card["tier2"]
-    return _new(
-        ConfidenceScorecard,
-        {
-            "total": card["total"],
-            "label": card["label"],
-            "label_color": card["labelColor"],
-            "recommended_action": card["recommendedAction"],
-            "action_reason": card["actionReason"],
-            "tier1": None if tier_one is None else _new(Tier1Result, dict(tier_one)),
-            "tier2": None if tier_two is None else _new(Tier2Result, dict(tier_two)),
-            "dimensions": _new(
-                Dimensions,
-                {
-                    "grounding": _dimension(dims["grounding"]),
-                    "retrieval": _dimension(dims["retrieval"]),
-                    "consistency": _dimension(dims["consistency"]),
-                    "relevance": _dimension(dims.get("relevance")),
-                    "authority": _dimension(dims.get("authority")),
-                    "corpus": _dimension(dims.get("corpus")),
-                    "freshness": _dimension(dims.get("freshness")),
-                    "index_integrity": _dimension(dims.get("indexIntegrity")),
-                },
-            ),
-            "meta": _new(
-                ScorecardMeta,
-                {
-                    "algorithm_version": meta["algorithmVersion"],
-                    "schema_version": meta["schemaVersion"],
-                    "raw_total": meta["rawTotal"],
-                    "max_possible": meta["maxPossible"],
-                    "active_extensions": meta["activeExtensions"],
-                    "active_dimensions": meta["activeDimensions"],
-                    "missing_signals": meta["missingSignals"],
-                    "warnings": [_warning(w) for w in meta["warnings"]],
-                    "weights": meta["weights"],
-                },
-            ),
-        },
-    )

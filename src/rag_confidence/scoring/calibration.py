@@ -52,7 +52,8 @@ def analyze_calibration(
         total = sample["total"]
         if not is_finite(total) or total < 0 or total > 100:
             raise CalibrationValidationError(
-                f"samples[{index}].total must be a finite number from 0 to 100.", path=f"samples[{index}].total"
+                f"samples[{index}].total must be a finite number from 0 to 100.",
+                path=f"samples[{index}].total",
             )
     bands = _resolve_bands(settings.get("bands"))
     positive = frozenset(settings.get("positiveOutcomes") or DEFAULT_POSITIVE_OUTCOMES)
@@ -77,14 +78,17 @@ def _resolve_bands(given: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         low, high = band["min"], band["max"]
         if not (is_finite(low) and is_finite(high)) or low < 0 or high > 101 or low >= high:
             raise CalibrationValidationError(
-                f"bands[{index}] must satisfy 0 <= min < max <= 101 (bands sorted by min).", path=f"bands[{index}]"
+                f"bands[{index}] must satisfy 0 <= min < max <= 101 (bands sorted by min).",
+                path=f"bands[{index}]",
             )
         if index > 0 and low < bands[index - 1]["max"]:
             raise CalibrationValidationError("Calibration bands must not overlap.", path="bands")
     return bands
 
 
-def _summarize_band(samples: list[dict[str, Any]], band: dict[str, Any], positive: frozenset[str]) -> dict[str, Any]:
+def _summarize_band(
+    samples: list[dict[str, Any]], band: dict[str, Any], positive: frozenset[str]
+) -> dict[str, Any]:
     inside = [sample for sample in samples if band["min"] <= sample["total"] < band["max"]]
     hits = sum(1 for sample in inside if sample["outcome"] in positive)
     total: float = 0
@@ -116,7 +120,10 @@ def _summarize_actions(samples: list[dict[str, Any]], positive: frozenset[str]) 
 
 
 def _recommend(
-    samples: list[dict[str, Any]], bands: list[dict[str, Any]], positive: frozenset[str], settings: dict[str, Any]
+    samples: list[dict[str, Any]],
+    bands: list[dict[str, Any]],
+    positive: frozenset[str],
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
     precision = settings.get("targetPrecisionForAnswer", 0.85)
     answer_at = 85
@@ -124,7 +131,9 @@ def _recommend(
         if band["count"] > 0 and band["positive_rate"] >= precision:
             answer_at = band["min"]
             break
-    abstain_below = _recommend_abstain_below(samples, bands, positive, settings.get("targetRecallForAbstain"), answer_at)
+    abstain_below = _recommend_abstain_below(
+        samples, bands, positive, settings.get("targetRecallForAbstain"), answer_at
+    )
     return {"answer_at": answer_at, "review_at": abstain_below, "abstain_below": abstain_below}
 
 

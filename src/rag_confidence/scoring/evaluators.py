@@ -69,7 +69,9 @@ def from_deepeval_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     metric = _string(result, "metric")
     if faithfulness is None and metric is not None and metric.lower() == "faithfulness":
         faithfulness = _number(result, "score")
-    return _signals(faithfulness_score=faithfulness, answer_relevance_score=_number(result, "answerRelevancyScore"))
+    return _signals(
+        faithfulness_score=faithfulness, answer_relevance_score=_number(result, "answerRelevancyScore")
+    )
 
 
 def from_trulens_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
@@ -123,6 +125,8 @@ def merge_evaluation_signals(
             continue
         value = getattr(extra, field)
         if value is not None:
-            update[field] = ClaimSupport.model_validate(value.model_dump()) if field == "claim_support" else value
+            update[field] = (
+                ClaimSupport.model_validate(value.model_dump()) if field == "claim_support" else value
+            )
     merged = model.model_copy(update=update)
     return EvaluationSignalMergeResult(inputs=merged, warnings=[])

@@ -17,9 +17,17 @@ The scoring functions accept these models or plain camelCase dicts; results are 
 from __future__ import annotations
 
 import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    Strict,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
 
 # Strict: booleans and numeric strings are not numbers here. Non-finite values are allowed on purpose: the
@@ -89,11 +97,15 @@ class _Model(BaseModel):
 class Candidate(_Model):
     """One retrieved chunk that was handed to the model."""
 
-    retrieval_scores: dict[str, Num] = Field(description="Score of each retrieval method that found it (0-1).")
+    retrieval_scores: dict[str, Num] = Field(
+        description="Score of each retrieval method that found it (0-1)."
+    )
     combined_score: Num = Field(description="Final fused or reranked score (0-1).")
     document_id: Str | None = Field(default=None, description="Source document id, for diversity.")
     document_type: Str | None = Field(default=None, description="Document type, for authority keywords.")
-    authority_rank: Num | None = Field(default=None, description="Explicit authority rank; lower is stronger.")
+    authority_rank: Num | None = Field(
+        default=None, description="Explicit authority rank; lower is stronger."
+    )
     is_amendment: Bool | None = None
     extraction_quality: Num | None = Field(default=None, description="0-1 multiplier on the score.")
     last_updated: datetime.datetime | None = Field(default=None, description="For freshness (UTC if naive).")
@@ -252,7 +264,9 @@ class SignalPolicy(_Model):
 class ScoringConfig(_Model):
     """Optional extensions and policies. An extension is active when its key is present (even ``{}``)."""
 
-    preset: Str | None = Field(default=None, description="'legacy-v0.2', 'balanced-v0.3' or 'production-v0.3'.")
+    preset: Str | None = Field(
+        default=None, description="'legacy-v0.2', 'balanced-v0.3' or 'production-v0.3'."
+    )
     retrieval: RetrievalConfig | None = None
     relevance: RelevanceConfig | None = None
     authority: AuthorityConfig | None = None
@@ -329,11 +343,16 @@ class ScorecardMeta(_Model):
     weights: dict[str, int | float]
 
 
+_LAZY_FIELDS = frozenset({"tier1", "tier2", "dimensions", "meta"})
+
+
 class ConfidenceScorecard(_Model):
     """The scorecard of one answer.
 
-    ``total`` is an int in 0..100 for finite inputs (NaN only when the inputs carry non-finite numbers that
-    reach the weighted authority, as in the reference).
+    ``total`` is an int in 0..100 for finite inputs (NaN only when non-finite inputs reach the weighted
+    authority, as in the reference). The scorers build ``tier1``, ``tier2``, ``dimensions`` and ``meta`` on
+    first access (or first dump): code that gates on ``total`` and ``recommended_action`` pays only for what
+    it reads. The values are computed either way; only their model objects are deferred.
     """
 
     total: int | float
@@ -345,6 +364,60 @@ class ConfidenceScorecard(_Model):
     tier2: Tier2Result | None
     dimensions: Dimensions
     meta: ScorecardMeta
+
+    _plain: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def _materialize(self) -> None:
+        private = self.__pydantic_private__
+        plain = None if private is None else private.get("_plain")
+        if plain is None:
+            return
+        from ._build import nested_fields  # the builders import these models
+
+        self.__dict__.update(nested_fields(plain))
+        private["_plain"] = None  # type: ignore[index]
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name in _LAZY_FIELDS:
+                self._materialize()
+                if name in self.__dict__:
+                    return self.__dict__[name]
+            return super().__getattr__(name)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        self._materialize()
+        return handler(self)  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        self._materialize()
+        if isinstance(other, ConfidenceScorecard):
+            other._materialize()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __iter__(self) -> Any:
+        self._materialize()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._materialize()
+        return super().__repr_args__()
+
+    def __copy__(self) -> ConfidenceScorecard:
+        self._materialize()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ConfidenceScorecard:
+        self._materialize()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._materialize()
+        return super().__getstate__()
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -94,16 +94,20 @@ _DIRECT_FIELDS = frozenset(
 )
 
 
-def signal_policy_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> tuple[list[Warning_], list[str], list[str]]:
-    """Warnings of the signal policy, and the missing signals that force review or abstention."""
-    policy = resolve_signal_policy(config)
+def signal_policy_warnings(
+    inputs: dict[str, Any], policy: dict[str, Any]
+) -> tuple[list[Warning_], list[str], list[str]]:
+    """Warnings of the signal policy (as :func:`resolve_signal_policy` gives it), and the missing signals that
+    force review or abstention."""
     found: list[Warning_] = []
     review: list[str] = []
     abstain: list[str] = []
     for signal in policy["require"]:
         if not signal_missing(signal, inputs):
             continue
-        found.append(warning("required-signal-missing", f"The required signal '{signal}' is missing.", signal))
+        found.append(
+            warning("required-signal-missing", f"The required signal '{signal}' is missing.", signal)
+        )
         if signal in policy["reviewWhenMissing"]:
             review.append(signal)
         if signal in policy["abstainWhenMissing"]:
@@ -182,5 +186,8 @@ def recommend_action(
     if total >= policy["answerAt"]:
         return "answer", f"Score {_num(total)} reaches answerAt ({_num(policy['answerAt'])})."
     if total >= policy["reviewAt"]:
-        return "review", f"Score {_num(total)} reaches reviewAt ({_num(policy['reviewAt'])}) but not answerAt."
+        return (
+            "review",
+            f"Score {_num(total)} reaches reviewAt ({_num(policy['reviewAt'])}) but not answerAt.",
+        )
     return "abstain", f"Score {_num(total)} is under reviewAt ({_num(policy['reviewAt'])})."

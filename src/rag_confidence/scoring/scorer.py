@@ -8,6 +8,8 @@ integrity 15. Everything here works on validated plain data; ``api`` turns the r
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any
 
 from ._js import clamp, js_round
@@ -21,9 +23,12 @@ from .dimensions import (
     score_relevance,
     score_retrieval,
 )
+from .dimensions.authority import resolve_authority_config
+from .dimensions.index_integrity import resolve_index_config
+from .dimensions.relevance import resolve_relevance_bands
 from .dimensions.retrieval import resolve_retrieval_config
 from .labels import label_for, tier1, tier2
-from .policy import recommend_action, resolve_action_policy, signal_policy_warnings
+from .policy import recommend_action, resolve_action_policy, resolve_signal_policy, signal_policy_warnings
 from .validation import enforce_strict, input_warnings
 from .warnings import missing_signals, unique_warnings
 
@@ -40,7 +45,7 @@ DIMENSION_ORDER = (
     "freshness",
     "indexIntegrity",
 )
-TIER1_DIMENSIONS = ("grounding", "retrieval", "consistency", "relevance", "authority")
+CORE_DIMENSIONS = ("grounding", "retrieval", "consistency")
 TIER2_DIMENSIONS = ("corpus", "freshness", "indexIntegrity")
 DEFAULT_WEIGHTS: dict[str, float] = {
     "grounding": 30,
@@ -54,72 +59,102 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 }
 
 
-def score_plain(inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The scorecard, in the reference's JSON shape, of validated plain inputs and config.
+@dataclass(frozen=True, slots=True)
+class PreparedConfig:
+    """A validated config with every default resolved, so scoring many answers resolves it once."""
 
-    The config must already have passed :func:`validation.validate_config`.
+    config: dict[str, Any]
+    retrieval: dict[str, Any]
+    relevance_required: bool
+    relevance_bands: dict[str, float]
+    authority: dict[str, Any] | None
+    corpus: dict[str, Any] | None
+    freshness: dict[str, Any] | None
+    index_integrity: dict[str, Any] | None
+    weights: dict[str, float]
+    action_policy: dict[str, Any]
+    signal_policy: dict[str, Any]
+    strict: bool
+
+
+def prepare_config(config: dict[str, Any]) -> PreparedConfig:
+    """Resolve a config that passed :func:`validation.validate_config`.
+
+    The config is copied first: the caller may go on changing its dict, and the result may be cached.
     """
-    early = input_warnings(inputs, config)
-    enforce_strict(early, config)
-
+    config = copy.deepcopy(config)
     relevance = config.get("relevance")
-    active = {
-        "relevance": inputs.get("answerRelevanceScore") is not None
-        or (relevance is not None and relevance.get("required") is True),
-        "authority": "authority" in config,
-        "corpus": "corpus" in config,
-        "freshness": "freshness" in config,
-        "indexIntegrity": "indexIntegrity" in config,
-    }
+    given_weights = config.get("weights") or {}
+    return PreparedConfig(
+        config=config,
+        retrieval=resolve_retrieval_config(config),
+        relevance_required=relevance is not None and relevance.get("required") is True,
+        relevance_bands=resolve_relevance_bands(config),
+        authority=resolve_authority_config(config) if "authority" in config else None,
+        corpus=config.get("corpus"),
+        freshness=config.get("freshness"),
+        index_integrity=resolve_index_config(config) if "indexIntegrity" in config else None,
+        weights={name: given_weights.get(name, default) for name, default in DEFAULT_WEIGHTS.items()},
+        action_policy=resolve_action_policy(config),
+        signal_policy=resolve_signal_policy(config),
+        strict=config.get("validation") == "strict",
+    )
+
+
+DEFAULT_PREPARED = prepare_config({})
+
+
+def score_plain(inputs: dict[str, Any], prepared: PreparedConfig) -> dict[str, Any]:
+    """The scorecard, in the reference's JSON shape, of validated plain inputs."""
+    config = prepared.config
+    early = input_warnings(inputs, config)
+    if prepared.strict:
+        enforce_strict(early)
+
     dimensions: dict[str, dict[str, Any]] = {
         "grounding": score_grounding(inputs),
-        "retrieval": score_retrieval(inputs, resolve_retrieval_config(config)),
+        "retrieval": score_retrieval(inputs, prepared.retrieval),
         "consistency": score_consistency(inputs),
     }
-    if active["relevance"]:
-        dimensions["relevance"] = score_relevance(inputs, config)
-    if active["authority"]:
-        dimensions["authority"] = score_authority(inputs, config)
-    if active["corpus"]:
-        dimensions["corpus"] = score_corpus(inputs, config)
-    if active["freshness"]:
-        dimensions["freshness"] = score_freshness(inputs, config)
-    if active["indexIntegrity"]:
-        dimensions["indexIntegrity"] = score_index_integrity(inputs, config)
-    policy_warnings, review_missing, abstain_missing = signal_policy_warnings(inputs, config)
+    if prepared.relevance_required or inputs.get("answerRelevanceScore") is not None:
+        dimensions["relevance"] = score_relevance(inputs, prepared.relevance_bands)
+    if prepared.authority is not None:
+        dimensions["authority"] = score_authority(inputs, prepared.authority)
+    if prepared.corpus is not None:
+        dimensions["corpus"] = score_corpus(inputs, prepared.corpus)
+    if prepared.freshness is not None:
+        dimensions["freshness"] = score_freshness(inputs, prepared.freshness)
+    if prepared.index_integrity is not None:
+        dimensions["indexIntegrity"] = score_index_integrity(inputs, prepared.index_integrity)
+    policy_warnings, review_missing, abstain_missing = signal_policy_warnings(inputs, prepared.signal_policy)
 
-    given = config.get("weights") or {}
+    # Sums run in the fixed dimension order (the order the dict was filled in), as the reference adds them,
+    # so floats agree to the last bit.
+    all_weights = prepared.weights
     weights: dict[str, float] = {}
-    weighted: dict[str, float] = {}
+    raw_total: float = 0.0
+    max_possible: float = 0.0
+    tier1_raw: float = 0.0
+    tier1_max: float = 0.0
+    tier2_raw: float = 0.0
+    tier2_max: float = 0.0
     for name, result in dimensions.items():
-        weight = given.get(name)
-        weight = DEFAULT_WEIGHTS[name] if weight is None else weight
+        weight = all_weights[name]
         weights[name] = weight
-        weighted[name] = result["raw"] / result["max"] * weight
-
-    # Sums run in the fixed dimension order, as the reference adds them, so floats agree to the last bit.
-    raw_total: float = 0
-    max_possible: float = 0
-    tier1_raw: float = 0
-    tier1_max: float = 0
-    tier2_raw: float = 0
-    tier2_max: float = 0
-    for name in DIMENSION_ORDER:
-        if name not in weights:
-            continue
-        raw_total += weighted[name]
-        max_possible += weights[name]
-        if name in TIER1_DIMENSIONS:
-            tier1_raw += weighted[name]
-            tier1_max += weights[name]
+        share = result["raw"] / result["max"] * weight
+        raw_total += share
+        max_possible += weight
+        if name in TIER2_DIMENSIONS:
+            tier2_raw += share
+            tier2_max += weight
         else:
-            tier2_raw += weighted[name]
-            tier2_max += weights[name]
+            tier1_raw += share
+            tier1_max += weight
 
     total = 0 if max_possible <= 0 else js_round(clamp(raw_total / max_possible * 100, 0, 100))
     label, color = label_for(total)
 
-    collected = list(early)
+    collected = early
     for result in dimensions.values():
         collected.extend(result["warnings"])
     collected.extend(policy_warnings)
@@ -134,7 +169,7 @@ def score_plain(inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any
         warning_codes=[item["code"] for item in warnings],
         review_missing=review_missing,
         abstain_missing=abstain_missing,
-        policy=resolve_action_policy(config),
+        policy=prepared.action_policy,
     )
     return {
         "total": total,
@@ -150,7 +185,7 @@ def score_plain(inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any
             "schemaVersion": SCORECARD_SCHEMA_VERSION,
             "rawTotal": raw_total,
             "maxPossible": max_possible,
-            "activeExtensions": [name for name in DIMENSION_ORDER[3:] if name in dimensions],
+            "activeExtensions": [name for name in dimensions if name not in CORE_DIMENSIONS],
             "activeDimensions": list(dimensions),
             "missingSignals": missing_signals(warnings),
             "warnings": warnings,

@@ -122,11 +122,14 @@ def _validate_index_integrity(index: dict[str, Any] | None) -> None:
     if not is_finite(zero_at) or zero_at < 0 or zero_at > 1:
         raise _fail("indexIntegrity.staleRatioZeroAt", "must be within 0..1.")
     if zero_at <= warn_at:
-        raise _fail("indexIntegrity.staleRatioZeroAt", "must be greater than indexIntegrity.staleRatioWarnAt.")
+        raise _fail(
+            "indexIntegrity.staleRatioZeroAt", "must be greater than indexIntegrity.staleRatioWarnAt."
+        )
 
 
 def _is_score(value: Any) -> bool:
-    return is_finite(value) and 0 <= value <= 1
+    # NaN fails both comparisons and infinities the range, so this is the reference's finite-and-in-range test.
+    return 0 <= value <= 1  # type: ignore[no-any-return]
 
 
 def _non_negative_integer(value: Any) -> bool:
@@ -142,7 +145,7 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
     if not candidates:
         found.append(warning("missing-candidates", MISSING_CANDIDATES_TEXT, "candidates"))
     for index, candidate in enumerate(candidates):
-        if not _is_score(candidate["combinedScore"]):
+        if not 0 <= candidate["combinedScore"] <= 1:
             found.append(
                 warning(
                     OUT_OF_RANGE,
@@ -151,7 +154,7 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
                 )
             )
         for method, score in candidate["retrievalScores"].items():
-            if not _is_score(score):
+            if not 0 <= score <= 1:
                 found.append(
                     warning(
                         OUT_OF_RANGE,
@@ -185,7 +188,11 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
             )
         )
     relevance = config.get("relevance")
-    if relevance is not None and relevance.get("required") is True and inputs.get("answerRelevanceScore") is None:
+    if (
+        relevance is not None
+        and relevance.get("required") is True
+        and inputs.get("answerRelevanceScore") is None
+    ):
         found.append(warning("missing-answer-relevance", MISSING_RELEVANCE_TEXT, "answerRelevanceScore"))
     index_inputs = inputs.get("indexIntegrity")
     if "indexIntegrity" in config and index_inputs is not None:
@@ -212,9 +219,9 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
     return found
 
 
-def enforce_strict(warnings: list[Warning_], config: dict[str, Any]) -> None:
-    """In ``validation="strict"`` mode, raise on the first input warning."""
-    if config.get("validation") == "strict" and warnings:
+def enforce_strict(warnings: list[Warning_]) -> None:
+    """Raise on the first input warning (``validation="strict"`` mode)."""
+    if warnings:
         first = warnings[0]
         where = first.get("path", first["code"])
         raise InputValidationError(f"{where}: {first['message']}", path=first.get("path"))

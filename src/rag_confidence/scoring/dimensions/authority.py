@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._js import js_min, js_round, js_str, slice_end, to_fixed
+from .._js import Number, js_min, js_round, js_str, slice_end, to_fixed
 from ..warnings import warning
 from ._shared import Dimension, breakdown, dimension, normalized
 from .retrieval import sort_by_combined_score
@@ -36,12 +36,20 @@ DEFAULT_TIERS: list[dict[str, Any]] = [
 DEFAULT_TOP_K = 5
 
 
-def score_authority(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
-    settings = config.get("authority") or {}
-    tiers = settings.get("tiers")
-    tiers = DEFAULT_TIERS if tiers is None else tiers
-    aggregation = settings.get("aggregation", "weighted")
-    top_k = settings.get("topK", DEFAULT_TOP_K)
+def resolve_authority_config(config: dict[str, Any]) -> dict[str, Any]:
+    given = config.get("authority") or {}
+    tiers = given.get("tiers")
+    return {
+        "tiers": DEFAULT_TIERS if tiers is None else tiers,
+        "aggregation": given.get("aggregation", "weighted"),
+        "topK": given.get("topK", DEFAULT_TOP_K),
+    }
+
+
+def score_authority(inputs: dict[str, Any], settings: dict[str, Any]) -> Dimension:
+    tiers = settings["tiers"]
+    aggregation = settings["aggregation"]
+    top_k = settings["topK"]
     candidates: list[dict[str, Any]] = inputs["candidates"]
     if not candidates:
         return dimension(
@@ -50,7 +58,11 @@ def score_authority(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension
             0,
             "Nothing was retrieved, so authority cannot be judged.",
             breakdown(
-                {"weightedAuthority": 0}, {}, {"candidateCount": 0, "unclassifiedCount": 0, "topK": top_k}, 0, 0
+                {"weightedAuthority": 0},
+                {},
+                {"candidateCount": 0, "unclassifiedCount": 0, "topK": top_k},
+                0,
+                0,
             ),
             [],
         )
@@ -69,7 +81,7 @@ def score_authority(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension
             )
         )
 
-    base: float
+    base: Number
     if aggregation == "best":
         best = js_min(*ranks)
         base = rank_points(best)
@@ -83,7 +95,7 @@ def score_authority(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension
         else:
             weights = [1 / len(included) for _ in included]
         weighted = 0.0
-        for weight, rank in zip(weights, ranks):
+        for weight, rank in zip(weights, ranks, strict=True):
             weighted += weight * rank_points(rank)
         base = js_round(weighted)
         notes.append(

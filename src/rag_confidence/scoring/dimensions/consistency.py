@@ -2,7 +2,7 @@
 
 | sub-signal | points |
 |---|---|
-| score stability: population std dev of ``combinedScore`` (input order) | < 0.1: 6, < 0.2: 5, < 0.3: 3, else 1; one candidate: 3 |
+| stability: population std dev of ``combinedScore`` | < 0.1: 6, < 0.2: 5, < 0.3: 3, else 1; one candidate: 3 |
 | conflict: ``conflictingCandidateCount`` when given | 0: 4, 1: 1, anything else: 0 |
 | conflict: otherwise ``hasConflict`` | false: 4, true: 0 |
 | conflict: no signal at all | 2, and a ``missing-conflict-signal`` warning |
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._js import clamp, js_str, to_fixed, to_fixed_number
+from .._js import Number, clamp, js_str, to_fixed, to_fixed_number
 from ..warnings import warning
 from ._shared import Dimension, breakdown, dimension, normalized
 from .retrieval import population_std_dev
@@ -34,7 +34,7 @@ def score_consistency(inputs: dict[str, Any]) -> Dimension:
     notes: list[str] = []
     warnings: list[dict[str, Any]] = []
 
-    spread: float = 0
+    spread: Number = 0
     if len(candidates) == 1:
         stability = 3
         notes.append("One candidate: stability cannot be measured, so it scores neutral.")

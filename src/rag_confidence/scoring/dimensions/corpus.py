@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._js import clamp, js_div, js_max, js_min, js_str, round_to
+from .._js import Number, clamp, js_div, js_max, js_min, js_str, round_to
 from ..warnings import warning
 from ._shared import Dimension, breakdown, dimension, normalized
 
@@ -28,17 +28,17 @@ MAX = 15
 DEFAULT_EXPECTED = 5
 
 
-def score_corpus(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
-    settings = config.get("corpus") or {}
+def score_corpus(inputs: dict[str, Any], settings: dict[str, Any]) -> Dimension:
+    """``settings`` is ``config.corpus``."""
     expected_types = settings.get("expectedTypes")
     present_types = inputs.get("presentTypes")
     named = expected_types is not None and present_types is not None
-    present: float | None
+    present: Number | None
     if named:
         assert expected_types is not None and present_types is not None
         missing: list[str] | None = [name for name in expected_types if name not in present_types]
         present = len(present_types)
-        expected: float = len(expected_types)
+        expected: Number = len(expected_types)
     else:
         present = inputs.get("corpusTypeCount")
         given = settings.get("expectedTypeCount")
@@ -78,11 +78,13 @@ def score_corpus(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
         if ratio >= 0.2
         else 0
     )
-    notes.append(f"{js_str(present)} of {js_str(expected)} expected document types are loaded ({base}/{MAX}).")
+    notes.append(
+        f"{js_str(present)} of {js_str(expected)} expected document types are loaded ({base}/{MAX})."
+    )
     if missing:
         notes.append(f"Missing: {', '.join(missing)}.")
 
-    score = base
+    score: Number = base
     penalised = inputs.get("missingRelevantType") is True
     if penalised:
         score = js_max(0, score - 3)

@@ -32,8 +32,8 @@ def epoch_ms(moment: datetime.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-def score_freshness(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
-    settings = config.get("freshness") or {}
+def score_freshness(inputs: dict[str, Any], settings: dict[str, Any]) -> Dimension:
+    """``settings`` is ``config.freshness``."""
     full_window = settings.get("maxAgeForFullScore", 90)
     per_month = settings.get("penaltyPerMonth", 1.5)
     cutoff = settings.get("hardCutoffAge", 730)
@@ -42,7 +42,9 @@ def score_freshness(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension
     now_ms = epoch_ms(now if now is not None else datetime.datetime.now(datetime.timezone.utc))
 
     ages = sorted(
-        (now_ms - epoch_ms(c["lastUpdated"])) / MS_PER_DAY for c in inputs["candidates"] if c.get("lastUpdated")
+        (now_ms - epoch_ms(c["lastUpdated"])) / MS_PER_DAY
+        for c in inputs["candidates"]
+        if c.get("lastUpdated")
     )
     if not ages:
         return dimension(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._js import clamp, is_integer, js_min, js_str, round_to, to_fixed
+from .._js import Number, clamp, is_integer, js_min, js_str, round_to, to_fixed
 from ..warnings import warning
 from ._shared import DOCUMENTS_SILENT_TEXT, Dimension, breakdown, dimension, normalized
 
@@ -45,7 +45,7 @@ def score_grounding(inputs: dict[str, Any]) -> Dimension:
     diagnostics: dict[str, Any] = {}
     warnings: list[dict[str, Any]] = []
 
-    score: float = _support_base(inputs, notes)
+    score: Number = _support_base(inputs, notes)
     components = {"supportBase": score}
 
     if inputs.get("requiresExpertReview") is True:
@@ -86,6 +86,7 @@ def score_grounding(inputs: dict[str, Any]) -> Dimension:
     if faithfulness is not None:
         diagnostics["faithfulnessScore"] = faithfulness
 
+    support: Number | None
     if faithfulness is not None and claim_score is not None:
         support = js_min(faithfulness, claim_score)
     else:
@@ -126,7 +127,9 @@ def score_grounding(inputs: dict[str, Any]) -> Dimension:
         adjustments["invalidCitationPenalty"] = -5
         score -= 5
         bonus_allowed = False
-        warnings.append(warning("invalid-citations", "Several citations are invalid.", "invalidCitationCount"))
+        warnings.append(
+            warning("invalid-citations", "Several citations are invalid.", "invalidCitationCount")
+        )
         notes.append("Several invalid citations (-5); no citation bonus.")
 
     coverage = inputs.get("citationCoverageScore")

@@ -31,8 +31,8 @@ def resolve_index_config(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def score_index_integrity(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
-    cfg = resolve_index_config(config)
+def score_index_integrity(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
+    """``cfg`` is :func:`resolve_index_config` of the config."""
     index: dict[str, Any] = inputs.get("indexIntegrity") or {}
     warnings: list[dict[str, Any]] = []
 
@@ -64,7 +64,9 @@ def score_index_integrity(inputs: dict[str, Any], config: dict[str, Any]) -> Dim
         source_match = 0
         warnings.append(_missing("sourceVersionMatchRatio"))
     else:
-        source_match = 3 if match_ratio >= 0.99 else 2 if match_ratio >= 0.95 else 1 if match_ratio >= 0.9 else 0
+        source_match = (
+            3 if match_ratio >= 0.99 else 2 if match_ratio >= 0.95 else 1 if match_ratio >= 0.9 else 0
+        )
 
     stale_ratio = index.get("staleIndexedDocumentRatio")
     if stale_ratio is None:

@@ -24,9 +24,11 @@ MAX = 15
 DEFAULT_BANDS = {"full": 0.9, "high": 0.75, "medium": 0.6, "low": 0.4}
 
 
-def score_relevance(inputs: dict[str, Any], config: dict[str, Any]) -> Dimension:
-    relevance = config.get("relevance") or {}
-    bands = {**DEFAULT_BANDS, **(relevance.get("scoreBands") or {})}
+def resolve_relevance_bands(config: dict[str, Any]) -> dict[str, float]:
+    return {**DEFAULT_BANDS, **((config.get("relevance") or {}).get("scoreBands") or {})}
+
+
+def score_relevance(inputs: dict[str, Any], bands: dict[str, float]) -> Dimension:
     score = inputs.get("answerRelevanceScore")
     if score is None:
         return dimension(

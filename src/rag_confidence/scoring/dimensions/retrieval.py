@@ -2,12 +2,16 @@
 
 | sub-signal | points |
 |---|---|
-| agreement: candidates confirmed by >= ``minConfirmedMethods`` methods (score > method threshold) | >= 3: 15, 2: 12, 1: 8, 0: 3 |
-| magnitude: mean of the top-K ``combinedScore`` (times ``extractionQuality`` when given) | >= full 8, >= high 6, >= medium 4, >= low 2, else 0 |
-| diversity: distinct ``documentId`` over all candidates with one | >= 3: 3, 2: 1, else 0 |
+| agreement: candidates confirmed by >= ``minConfirmedMethods`` methods | >= 3: 15, 2: 12, 1: 8, 0: 3 |
+| magnitude: mean effective score of the top K | >= full 8, >= high 6, >= medium 4, >= low 2, else 0 |
+| diversity: distinct ``documentId`` (candidates with one) | >= 3: 3, 2: 1, else 0 |
 | breadth: number of candidates | >= 5: 2, >= 3: 1, else 0 |
-| duplicate content (``penalize`` mode) | -min(duplicates x penaltyPerDuplicate, maxPenalty) |
-| rank penalty (``penalize`` mode) | -min(sum over ranks > afterRank of (rank - afterRank) x penaltyPerRank, maxPenalty) |
+| duplicate content (``penalize`` mode) | -min(repeats x penaltyPerDuplicate, maxPenalty) |
+| rank penalty (``penalize`` mode) | -min(sum of (rank - afterRank) x penaltyPerRank, maxPenalty) |
+
+A method confirms a candidate when its score is above the method's threshold (default 0). The effective
+score is ``combinedScore``, times ``extractionQuality`` when given. Only valid ranks (positive integers)
+above ``afterRank`` count towards the rank penalty.
 
 Default bands: full 0.80, high 0.65, medium 0.50, low 0.35; top-K 3. The result is clamped to 0..25.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._js import clamp, is_integer, js_min, round_to, slice_end, to_fixed
+from .._js import Number, clamp, is_integer, js_min, round_to, slice_end, to_fixed
 from ..warnings import warning
 from ._shared import MISSING_CANDIDATES_TEXT, Dimension, breakdown, dimension, normalized
 
@@ -53,7 +57,8 @@ def sort_by_combined_score(candidates: list[dict[str, Any]]) -> list[dict[str, A
 
 
 def _descending_score(candidate: dict[str, Any]) -> float:
-    return -candidate["combinedScore"]
+    score: float = candidate["combinedScore"]
+    return -score
 
 
 def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
@@ -87,10 +92,16 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
     count = len(candidates)
     min_methods = cfg["minConfirmedMethods"]
 
+    # One pass over the candidates for every per-candidate count: this is the hottest loop of scoring.
     thresholds = cfg["methodThresholds"]
     default_threshold = cfg["defaultMethodThreshold"]
     confirmed = 0
     single_method = 0
+    with_ids = 0
+    documents: set[str] = set()
+    hashes: set[str] = set()
+    duplicates = 0
+    ranked = 0
     for candidate in candidates:
         scores = candidate["retrievalScores"]
         if len(scores) < 2:
@@ -102,6 +113,20 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
                 methods += 1
         if methods >= min_methods:
             confirmed += 1
+        document = candidate.get("documentId")
+        if document is not None:
+            with_ids += 1
+            documents.add(document)
+        digest = candidate.get("contentHash")
+        if digest is not None:
+            if digest in hashes:
+                duplicates += 1  # every repeat of a hash beyond its first occurrence
+            else:
+                hashes.add(digest)
+        rank = candidate.get("rank")
+        if rank is not None and rank > 0 and is_integer(rank):
+            ranked += 1
+
     agreement = 15 if confirmed >= 3 else 12 if confirmed == 2 else 8 if confirmed == 1 else 3
     if confirmed:
         notes.append(f"{confirmed} candidate(s) confirmed by at least {min_methods} retrieval methods.")
@@ -116,7 +141,7 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
             )
         )
 
-    ordered = sort_by_combined_score(candidates)
+    ordered = sort_by_combined_score(candidates) if count > 1 else candidates
     top = ordered[: slice_end(top_k, count)]
     total = 0.0
     quality_applied = False
@@ -144,13 +169,6 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
     if quality_applied:
         notes.append("Extraction quality scales those scores.")
 
-    with_ids = 0
-    documents: set[str] = set()
-    for candidate in candidates:
-        document = candidate.get("documentId")
-        if document is not None:
-            with_ids += 1
-            documents.add(document)
     distinct = len(documents)
     diversity = 0 if with_ids == 0 else 3 if distinct >= 3 else 1 if distinct == 2 else 0
     if with_ids:
@@ -159,7 +177,6 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
     breadth = 2 if count >= 5 else 1 if count >= 3 else 0
     notes.append(f"{count} candidate(s) in all.")
 
-    duplicates = _duplicate_hashes(candidates)
     if duplicates > 0:
         warnings.append(
             warning(
@@ -169,10 +186,6 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
                 "warn" if cfg["duplicateMode"] == "penalize" else "info",
             )
         )
-    ranked = 0
-    for candidate in candidates:
-        if _positive_integer(candidate.get("rank")):
-            ranked += 1
     missing_ranks = count - ranked
     if cfg["rankMode"] == "penalize" and missing_ranks > 0:
         warnings.append(
@@ -252,15 +265,6 @@ def population_std_dev(values: list[float]) -> float:
     return math.sqrt(spread / n)
 
 
-def _duplicate_hashes(candidates: list[dict[str, Any]]) -> int:
-    seen: dict[str, int] = {}
-    for candidate in candidates:
-        digest = candidate.get("contentHash")
-        if digest is not None:
-            seen[digest] = seen.get(digest, 0) + 1
-    return sum(n - 1 for n in seen.values() if n > 1)
-
-
 def _duplicate_penalty(duplicates: int, cfg: dict[str, Any]) -> float:
     if cfg["duplicateMode"] != "penalize":
         return 0
@@ -272,7 +276,7 @@ def _rank_penalty(candidates: list[dict[str, Any]], cfg: dict[str, Any]) -> floa
         return 0
     after = cfg["afterRank"]
     per_rank = cfg["penaltyPerRank"]
-    total: float = 0
+    total: Number = 0
     for candidate in candidates:
         rank = candidate.get("rank")
         if _positive_integer(rank) and rank > after:
