@@ -52,7 +52,8 @@ DEFAULT_ANSWER_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 DEFAULT_CITATION_PATTERNS: tuple[str, ...] = (
     r"\[\^([^\]\s]+)\]",  # [^2]
     r"\[(\d+(?:\s*[,;]\s*\d+)*)\](?!\()",  # [1], [1, 3]
-    r"(?i)\[((?:doc|document|source|src|ref|chunk)[-_: ]?[\w.\-]+)\](?!\()",  # [doc-3], [source: 2]
+    # [doc-3], [doc3], [source: 2], [ref 4] -- but not a bare word such as [docs] or [references]
+    r"(?i)\[((?:doc|document|source|src|ref|chunk)(?:[-_:\s]+[\w.\-]+|\d[\w.\-]*))\](?!\()",
 )
 
 # Evaluation names (OpenInference ``evaluations.*``, GenAI ``gen_ai.evaluation.name``) read as inputs,

@@ -1,0 +1,331 @@
+"""Extraction rules one by one: citations, score scales, precedence, support level, options, records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from rag_confidence import semconv
+from rag_confidence.errors import ConfigValidationError
+from rag_confidence.signals import (
+    ATTRIBUTE_BY_KEYWORD,
+    SignalOptions,
+    SpanRecord,
+    extract_signals,
+    records_from_readable_spans,
+)
+
+
+def retrieval(
+    span_id: int, documents: list[dict[str, Any]], *, source: str = "kb", end: int = 1
+) -> SpanRecord:
+    return SpanRecord(
+        1,
+        span_id,
+        1,
+        f"retrieval {source}",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_DATA_SOURCE_ID: source,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps(documents),
+        },
+        end_time=end,
+    )
+
+
+def generation(text: str, span_id: int = 50, end: int = 5) -> SpanRecord:
+    return SpanRecord(
+        1,
+        span_id,
+        1,
+        "llm",
+        {semconv.OPENINFERENCE_SPAN_KIND: "LLM", "llm.output_messages.0.message.content": text},
+        end_time=end,
+    )
+
+
+def answer(**attributes: Any) -> SpanRecord:
+    return SpanRecord(1, 1, None, "answer", {semconv.RAG_ANSWER: True, **attributes}, end_time=10)
+
+
+DOCS = [{"id": "alpha", "score": 0.9}, {"id": "beta", "score": 0.7}, {"id": "gamma", "score": 0.5}]
+
+
+@pytest.mark.parametrize(
+    ("text", "cited", "invalid", "coverage"),
+    [
+        ("One [1]. Two [2]. Three.", 2, 0, 2 / 3),
+        ("Both [1, 3].", 2, 0, 1.0),
+        ("Footnote[^2] and [^alpha].", 2, 0, 1.0),
+        ("See [doc-3] and [source: 1]. Also [ref 9].", 2, 1, 0.5),
+        ("By id [beta] and [BETA] and [Alpha].", 2, 0, 1.0),
+        ("A sentence.\n[2]", 1, 0, 1.0),
+        ("Not citations: [docs] and [link](https://example.com) and [note].", 0, 0, None),
+        ("Wrong [7] and [doc-0].", 0, 2, 0.0),
+    ],
+)
+def test_citation_rules(text: str, cited: int, invalid: int, coverage: float | None) -> None:
+    signals = extract_signals([answer(), retrieval(2, DOCS), generation(text)])
+    if coverage is None:
+        assert "citationCount" not in signals.inputs
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+        return
+    assert signals.inputs["citationCount"] == cited
+    assert signals.inputs["invalidCitationCount"] == invalid
+    assert signals.inputs["citationCoverageScore"] == pytest.approx(coverage)
+
+
+def test_custom_citation_pattern_and_zero_based_positions() -> None:
+    options = SignalOptions(citation_patterns=(r"【(\d+)】",), citation_position_base=0)
+    signals = extract_signals([answer(), retrieval(2, DOCS), generation("Yes【0】【2】【3】.")], options)
+    assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("scale", "expected"),
+    [("max", [1.0, 0.5, 0.0]), ("squash", [12 / 13, 6 / 7, 0.0]), ("clamp", [1.0, 1.0, 0.0])],
+)
+def test_scores_above_one_are_rescaled_per_span(scale: str, expected: list[float]) -> None:
+    bm25 = [{"id": "a", "score": 12.0}, {"id": "b", "score": 6.0}, {"id": "c", "score": -1.0}]
+    signals = extract_signals([answer(), retrieval(2, bm25)], SignalOptions(score_scale=scale))  # type: ignore[arg-type]
+    scores = {c["documentId"]: c["retrievalScores"]["kb"] for c in signals.inputs["candidates"]}
+    assert [scores["a"], scores["b"], scores["c"]] == pytest.approx(expected)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] is True
+
+
+def test_in_range_scores_are_untouched_and_distances_become_similarities() -> None:
+    span = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+            "retrieval.documents.0.document.id": "near",
+            "retrieval.documents.0.document.metadata": json.dumps({"distance": 0.0}),
+            "retrieval.documents.1.document.id": "far",
+            "retrieval.documents.1.document.metadata": json.dumps({"_distance": 3.0}),
+        },
+    )
+    signals = extract_signals([answer(), span])
+    assert [(c["documentId"], c["combinedScore"]) for c in signals.inputs["candidates"]] == [
+        ("near", 1.0),
+        ("far", 0.25),
+    ]
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED not in signals.diagnostics
+
+
+def test_multi_query_keeps_the_best_score_of_one_method() -> None:
+    first = retrieval(2, [{"id": "a", "score": 0.4}], end=1)
+    second = retrieval(3, [{"id": "a", "score": 0.6}, {"id": "b", "score": 0.2}], end=2)
+    signals = extract_signals([answer(), first, second])
+    assert signals.inputs["candidates"][0] == {
+        "retrievalScores": {"kb": 0.6},
+        "combinedScore": 0.6,
+        "documentId": "a",
+        "rank": 1,
+    }
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
+
+
+def test_metadata_key_map_fields_and_ranks() -> None:
+    metadata = {
+        "doc_id": "m1",
+        "relevance_score": 0.66,
+        "doc_type": "policy",
+        "updated_at": 1_700_000_000,
+        "sha256": "abc",
+        "extraction_quality": 0.9,
+        "authority_rank": 1.0,
+        "is_amendment": "true",
+        "rank": 4,
+    }
+    span = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+            "retrieval.documents.0.document.metadata": json.dumps(metadata),
+        },
+    )
+    (candidate,) = extract_signals([answer(), span]).inputs["candidates"]
+    assert candidate == {
+        "retrievalScores": {"retrieve": 0.66},
+        "combinedScore": 0.66,
+        "documentId": "m1",
+        "documentType": "policy",
+        "lastUpdated": "2023-11-14T22:13:20+00:00",
+        "contentHash": "abc",
+        "extractionQuality": 0.9,
+        "authorityRank": 1,
+        "isAmendment": True,
+        "rank": 4,
+    }
+
+
+def test_precedence_explicit_over_rag_signal_over_structured_over_derived() -> None:
+    structured = json.dumps({"answer": "Yes [1].", "support_level": "high", "faithfulness": 0.9})
+    spans = [
+        answer(**{semconv.RAG_SIGNAL_SUPPORT_LEVEL: "medium"}),
+        SpanRecord(1, 7, 1, "step", {semconv.RAG_SIGNAL_CITATION_COUNT: 5}, end_time=3),
+        retrieval(2, DOCS),
+        generation(structured),
+    ]
+    signals = extract_signals(spans, explicit={"faithfulnessScore": 0.2, "hasConflict": True})
+    assert signals.inputs["supportLevel"] == "medium" and signals.sources["supportLevel"] == "rag.signal"
+    assert signals.inputs["faithfulnessScore"] == 0.2 and signals.sources["faithfulnessScore"] == "explicit"
+    assert signals.inputs["citationCount"] == 5 and "citationCount" not in signals.derived
+    assert signals.inputs["invalidCitationCount"] == 0 and "invalidCitationCount" in signals.derived
+    assert signals.inputs["hasConflict"] is True
+
+
+def test_answer_span_value_beats_other_spans_and_later_beats_earlier() -> None:
+    spans = [
+        SpanRecord(1, 8, 1, "late", {semconv.RAG_SIGNAL_QUERY_COMPLEXITY: "comparative"}, end_time=9),
+        SpanRecord(1, 7, 1, "early", {semconv.RAG_SIGNAL_QUERY_COMPLEXITY: "direct"}, end_time=2),
+        answer(**{semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.6}),
+        SpanRecord(1, 9, 1, "child", {semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.99}, end_time=4),
+    ]
+    signals = extract_signals(spans)
+    assert signals.inputs["queryComplexity"] == "comparative"
+    assert signals.inputs["faithfulnessScore"] == 0.6
+
+
+@pytest.mark.parametrize(
+    ("attributes", "level", "source"),
+    [
+        ({}, "medium", "default"),
+        ({semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.85}, "high", "faithfulnessScore"),
+        ({semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.5}, "medium", "faithfulnessScore"),
+        ({semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.49}, "low", "faithfulnessScore"),
+        (
+            {semconv.RAG_SIGNAL_CLAIMS_TOTAL: 4, semconv.RAG_SIGNAL_CLAIMS_SUPPORTED: 4},
+            "high",
+            "claimSupport",
+        ),
+        (
+            {
+                semconv.RAG_SIGNAL_CLAIMS_TOTAL: 4,
+                semconv.RAG_SIGNAL_CLAIMS_SUPPORTED: 4,
+                semconv.RAG_SIGNAL_CLAIMS_CONTRADICTED: 1,
+            },
+            "low",
+            "claimSupport",
+        ),
+        (
+            {
+                semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.95,
+                semconv.RAG_SIGNAL_CLAIMS_TOTAL: 4,
+                semconv.RAG_SIGNAL_CLAIMS_SUPPORTED: 3,
+            },
+            "medium",
+            "claimSupport",
+        ),
+    ],
+)
+def test_support_level_derivation(attributes: dict[str, Any], level: str, source: str) -> None:
+    signals = extract_signals([answer(**attributes)])
+    assert (signals.inputs["supportLevel"], signals.sources["supportLevel"]) == (level, source)
+    assert signals.derived[0] == "supportLevel"
+
+
+def test_configured_default_support_level() -> None:
+    signals = extract_signals([answer()], SignalOptions(default_support_level="low"))
+    assert signals.inputs["supportLevel"] == "low"
+
+
+def test_bad_rag_signal_values_are_skipped_and_counted() -> None:
+    spans = [
+        answer(
+            **{
+                semconv.RAG_SIGNAL_SUPPORT_LEVEL: "very high",
+                semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: float("nan"),
+                semconv.RAG_SIGNAL_ANSWER_RELEVANCE_SCORE: 1.5,
+                semconv.RAG_SIGNAL_CITATION_COUNT: -1,
+                semconv.RAG_SIGNAL_HAS_CONFLICT: "maybe",
+                semconv.RAG_SIGNAL_CLAIMS_TOTAL: 3,  # without supported: dropped
+                semconv.RAG_SIGNAL_CORPUS_PRESENT_TYPES: ("policy", "faq"),
+                semconv.RAG_SIGNAL_INDEX_ACL_FILTER_CONFIRMED: True,
+                semconv.RAG_SIGNAL_AMBIGUITY_NOTES: "",
+            }
+        )
+    ]
+    signals = extract_signals(spans)
+    assert signals.skipped == 6
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED] == 6
+    assert signals.inputs["presentTypes"] == ["policy", "faq"]
+    assert signals.inputs["indexIntegrity"] == {"aclFilterConfirmed": True}
+    assert signals.inputs["ambiguityNotes"] == ""
+    assert "claimSupport" not in signals.inputs and "faithfulnessScore" not in signals.inputs
+
+
+def test_record_signals_keywords_cover_every_attribute() -> None:
+    assert ATTRIBUTE_BY_KEYWORD["support_level"] == semconv.RAG_SIGNAL_SUPPORT_LEVEL
+    assert ATTRIBUTE_BY_KEYWORD["claims_total"] == semconv.RAG_SIGNAL_CLAIMS_TOTAL
+    assert (
+        ATTRIBUTE_BY_KEYWORD["index_failed_ingestion_count"]
+        == semconv.RAG_SIGNAL_INDEX_FAILED_INGESTION_COUNT
+    )
+    signal_names = {name for name in vars(semconv).values() if isinstance(name, str)}
+    expected = {name for name in signal_names if name.startswith(semconv.RAG_SIGNAL_PREFIX)} - {
+        semconv.RAG_SIGNAL_PREFIX,
+        semconv.RAG_SIGNAL_INDEX_PREFIX,
+    }
+    assert set(ATTRIBUTE_BY_KEYWORD.values()) == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"default_support_level": "certain"},
+        {"support_thresholds": (0.4, 0.6)},
+        {"score_scale": "log"},
+        {"citation_patterns": ("[unclosed",)},
+        {"citation_patterns": (r"\[\d+\]",)},
+    ],
+)
+def test_invalid_options_fail_at_setup(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigValidationError):
+        SignalOptions(**kwargs)
+
+
+def test_method_namer_wins_and_a_failing_namer_falls_back() -> None:
+    span = retrieval(2, DOCS, source="kb-7")
+    named = extract_signals([answer(), span], SignalOptions(method_namer=lambda record: "dense"))
+    assert set(named.inputs["candidates"][0]["retrievalScores"]) == {"dense"}
+
+    def broken(record: SpanRecord) -> str:
+        raise RuntimeError("bug in user code")
+
+    fallback = extract_signals([answer(), span], SignalOptions(method_namer=broken))
+    assert set(fallback.inputs["candidates"][0]["retrievalScores"]) == {"kb-7"}
+    assert fallback.skipped == 1  # the failed callback, counted once for the one retrieval span
+
+
+def test_records_from_readable_spans_keep_kind_status_events_and_remote_parents() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with (
+        tracer.start_as_current_span("root") as root,
+        tracer.start_as_current_span("db", kind=SpanKind.CLIENT) as db,
+    ):
+        db.add_event("db.query.result", {"db.query.result.id": "x"})
+        db.set_status(Status(StatusCode.ERROR))
+        root.set_attribute(semconv.RAG_ANSWER, True)
+    records = {record.name: record for record in records_from_readable_spans(exporter.get_finished_spans())}
+    assert records["db"].kind == "CLIENT" and records["db"].status_code == "ERROR"
+    assert records["db"].parent_span_id == records["root"].span_id and not records["db"].parent_is_remote
+    assert records["db"].events[0].name == "db.query.result"
+    assert dict(records["db"].events[0].attributes) == {"db.query.result.id": "x"}
+    assert records["root"].parent_span_id is None and records["root"].attributes[semconv.RAG_ANSWER] is True
+    assert records["root"].end_time is not None and records["root"].start_time is not None
