@@ -26,7 +26,8 @@ from opentelemetry.util.types import AttributeValue
 from .. import semconv
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
-from ..signals.records import SpanRecord
+from ..signals.answers import is_retrieval_span
+from ..signals.records import EventRecord, SpanRecord
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
@@ -65,13 +66,16 @@ class ProcessorStats:
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "created", "spans")
+    __slots__ = ("answered", "created", "may_answer", "spans")
 
     def __init__(self, created: float) -> None:
         self.created = created
         self.spans: list[ReadableSpan] = []
         # Set once an answer of this trace has been scored: its local root is then no answer by rule (c).
         self.answered = False
+        # Set when a buffered span is a retrieval or a marked answer. Traces without one (most traffic of a
+        # service that also answers questions) are released at their root without any signal work.
+        self.may_answer = False
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
@@ -217,14 +221,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
         local_root = parent is None or parent.is_remote
         marked = attributes.get(semconv.RAG_ANSWER) is True
         if not (local_root or marked):
-            self._buffer(context.trace_id, span)
+            self._buffer(context.trace_id, span, _may_hold_answer(span))
             return span
 
-        members, answered_before = self._take(context.trace_id, context.span_id, local_root=local_root)
+        members, answered_before, may_answer = self._take(
+            context.trace_id, context.span_id, local_root=local_root
+        )
         if marked and _already_scored(attributes):
             return span  # scored by @scored_answer before it ended: metrics and event are recorded already
-        if not marked and answered_before:
-            return span  # rule (c) holds only for traces without a marked answer
+        if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
+            return span  # rule (c) holds only for traces with a retrieval and without a marked answer
         records = [SpanRecord.from_readable_span(member) for member in members]
         records.append(SpanRecord.from_readable_span(span))
         group = next((g for g in find_answers(records) if g.answer.span_id == context.span_id), None)
@@ -249,7 +255,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         except Exception:
             self._count_failure("recording confidence metrics or the evaluation event failed")
 
-    def _buffer(self, trace_id: int, span: ReadableSpan) -> None:
+    def _buffer(self, trace_id: int, span: ReadableSpan, may_answer: bool) -> None:
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
@@ -258,6 +264,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 pending = self._pending[trace_id] = _PendingTrace(now)
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
+                pending.may_answer = pending.may_answer or may_answer
             else:
                 self._not_buffered += 1
 
@@ -272,14 +279,17 @@ class ConfidenceSpanProcessor(SpanProcessor):
             pending.popitem(last=False)
             self._evicted += 1
 
-    def _take(self, trace_id: int, span_id: int, *, local_root: bool) -> tuple[list[ReadableSpan], bool]:
-        """Remove and return the buffered spans beneath ``span_id``; also whether an answer of this trace was
-        scored before. A local root releases its trace; a nested answer leaves a mark that it was answered."""
+    def _take(
+        self, trace_id: int, span_id: int, *, local_root: bool
+    ) -> tuple[list[ReadableSpan], bool, bool]:
+        """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
+        before, and whether the trace buffered a retrieval or marked answer. A local root releases its trace;
+        a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
                 if local_root:
-                    return [], False
+                    return [], False, False
                 now = time.monotonic()
                 self._evict(now)
                 pending = self._pending[trace_id] = _PendingTrace(now)
@@ -297,7 +307,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     del self._pending[trace_id]
             else:
                 pending.answered = True
-            return members, answered
+            return members, answered, pending.may_answer
 
     def _count_failure(self, message: str) -> None:
         with self._lock:
@@ -311,6 +321,15 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 _LOGGED_FAILURES,
                 exc_info=True,
             )
+
+
+def _may_hold_answer(span: ReadableSpan) -> bool:
+    """Whether this span makes its trace worth scoring (a retrieval or a marked answer); cheap, per span."""
+    attributes = span.attributes or {}
+    if attributes.get(semconv.RAG_ANSWER) is True:
+        return True
+    events = tuple(EventRecord(event.name) for event in span.events) if span.events else ()
+    return is_retrieval_span(SpanRecord(0, 0, None, span.name, attributes, events))
 
 
 def _already_scored(attributes: Mapping[str, Any]) -> bool:
