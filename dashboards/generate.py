@@ -86,6 +86,18 @@ TIER_SCORE = Histogram(prometheus_metric(semconv.METRIC_TIER_SCORE, semconv.UNIT
 DIMENSION_SCORE = Histogram(prometheus_metric(semconv.METRIC_DIMENSION_SCORE, semconv.UNIT_SCORE))
 DURATION = Histogram(prometheus_metric(semconv.METRIC_SCORING_DURATION, semconv.UNIT_SECONDS))
 WARNINGS = prometheus_metric(semconv.METRIC_WARNINGS, semconv.UNIT_WARNING) + "_total"
+# The gateway's own metrics (rag_confidence.gateway.telemetry).
+GW_RECEIVED = prometheus_metric(semconv.METRIC_GATEWAY_SPANS_RECEIVED, semconv.UNIT_SPAN) + "_total"
+GW_FORWARDED = prometheus_metric(semconv.METRIC_GATEWAY_SPANS_FORWARDED, semconv.UNIT_SPAN) + "_total"
+GW_REJECTED = prometheus_metric(semconv.METRIC_GATEWAY_SPANS_REJECTED, semconv.UNIT_SPAN) + "_total"
+GW_EXPORT_FAILURES = (
+    prometheus_metric(semconv.METRIC_GATEWAY_EXPORT_FAILURES, semconv.UNIT_FAILURE) + "_total"
+)
+GW_ACTIVE = prometheus_metric(semconv.METRIC_GATEWAY_ACTIVE_REQUESTS, semconv.UNIT_REQUEST)
+GW_DURATION = Histogram(prometheus_metric(semconv.METRIC_GATEWAY_REQUEST_DURATION, semconv.UNIT_SECONDS))
+GW_ANSWERS = prometheus_metric(semconv.METRIC_GATEWAY_ANSWERS, semconv.UNIT_ANSWER) + "_total"
+GW_EVICTIONS = prometheus_metric(semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS, semconv.UNIT_TRACE) + "_total"
+GW_WINDOW = prometheus_metric(semconv.METRIC_GATEWAY_ASSEMBLY_TRACES, semconv.UNIT_TRACE)
 
 L_ACTION = prometheus_label(semconv.METRIC_ATTR_ACTION)
 L_LABEL = prometheus_label(semconv.METRIC_ATTR_LABEL)
@@ -93,6 +105,9 @@ L_TIER = prometheus_label(semconv.METRIC_ATTR_TIER)
 L_DIMENSION = prometheus_label(semconv.METRIC_ATTR_DIMENSION)
 L_CODE = prometheus_label(semconv.METRIC_ATTR_WARNING_CODE)
 L_SEVERITY = prometheus_label(semconv.METRIC_ATTR_WARNING_SEVERITY)
+L_TRANSPORT = prometheus_label(semconv.METRIC_ATTR_GATEWAY_TRANSPORT)
+L_OUTCOME = prometheus_label(semconv.METRIC_ATTR_GATEWAY_OUTCOME)
+L_REASON = prometheus_label(semconv.METRIC_ATTR_GATEWAY_REASON)
 
 # Values of those labels: the scoring core's closed sets (transparent-confidence 0.3 names). Dimension values
 # are the scorecard's snake_case field names, as the metrics module records them.
@@ -548,12 +563,21 @@ def query_variable(name: str, label: str, definition: str) -> JSON:
     }
 
 
+def _with_matcher(selector: str, matcher: str) -> str:
+    """``metric`` -> ``metric{matcher}``; ``{a="b"}`` -> ``{a="b", matcher}``."""
+    if selector.endswith("}"):
+        return f"{selector[:-1]}, {matcher}}}"
+    return f"{selector}{{{matcher}}}"
+
+
 def standard_variables(metric: str) -> list[JSON]:
     """Data source, job and instance; ``metric`` is a series every target of the dashboard has."""
     return [
         datasource_variable(),
         query_variable("job", "Job", f"label_values({metric}, job)"),
-        query_variable("instance", "Instance", f'label_values({metric}{{job=~"$job"}}, instance)'),
+        query_variable(
+            "instance", "Instance", f"label_values({_with_matcher(metric, match('job', '$job'))}, instance)"
+        ),
     ]
 
 
@@ -1168,8 +1192,9 @@ def pipeline(settings: Settings) -> Dashboard:
     d = Dashboard(
         "rag-confidence-pipeline",
         "RAG confidence / Pipeline health",
-        "Is scoring keeping up? Scorecards produced and the time spent scoring each answer.",
-        standard_variables(DURATION.count),
+        "Is scoring keeping up? Scorecards produced, time spent scoring, and the gateway: spans in and out, "
+        "rejections, export failures, request durations and its trace assembly window.",
+        standard_variables(f'{{__name__=~"{DURATION.count}|{GW_RECEIVED}"}}'),
     )
     d.row("Scoring")
     d.add(
@@ -1210,6 +1235,127 @@ def pipeline(settings: Settings) -> Dashboard:
         ),
         w=6,
         h=5,
+    )
+    d.add(
+        stat(
+            "Gateway requests in progress",
+            "OTLP export requests the gateway is receiving, scoring or forwarding right now.",
+            f"sum ({S(GW_ACTIVE)})",
+            unit="short",
+            steps=thresholds((None, "green")),
+            decimals=0,
+        ),
+        w=6,
+        h=5,
+    )
+    d.row("Gateway")
+    d.add(
+        timeseries(
+            "Spans in and out",
+            "Spans per second received by the gateway, handed downstream, and not forwarded (rejected). "
+            "Received minus forwarded is what the upstream has to retry or has lost.",
+            [
+                target(f"sum (rate({S(GW_RECEIVED)}[{RATE_INTERVAL}]))", "received"),
+                target(f"sum (rate({S(GW_FORWARDED)}[{RATE_INTERVAL}]))", "forwarded"),
+                target(f"sum (rate({S(GW_REJECTED)}[{RATE_INTERVAL}]))", "rejected"),
+            ],
+            unit="cps",
+            steps=thresholds((None, "green")),
+            overrides=color_overrides({"received": "blue", "forwarded": "green", "rejected": "red"}),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Rejected spans by reason",
+            "Spans not forwarded, by reason: `invalid_span` (bad ids, dropped with partial success; not "
+            "retried) or `downstream_unavailable` (refused with a retryable status; the upstream retries).",
+            [target(f"sum by ({L_REASON}) (rate({S(GW_REJECTED)}[{RATE_INTERVAL}]))", f"{{{{{L_REASON}}}}}")],
+            unit="cps",
+            steps=thresholds((None, "green")),
+            stack=True,
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Export failures",
+            "Downstream exports that failed after the exporter's own retries, per second, by job. Any is red "
+            "(RagConfidenceExportFailing).",
+            [target(f"sum by (job) (rate({S(GW_EXPORT_FAILURES)}[{RATE_INTERVAL}]))", "{{job}}")],
+            unit="cps",
+            steps=thresholds((None, "green"), (0.0001, "red")),
+            threshold_style="area",
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Answers found by outcome",
+            "Answer spans the gateway found per second: scored, failed (forwarded with rag.confidence.error) "
+            "or already scored upstream.",
+            [
+                target(
+                    f"sum by ({L_OUTCOME}) (rate({S(GW_ANSWERS)}[{RATE_INTERVAL}]))", f"{{{{{L_OUTCOME}}}}}"
+                )
+            ],
+            unit="reqps",
+            steps=thresholds((None, "green")),
+            stack=True,
+            overrides=color_overrides({"scored": "green", "failed": "red", "already_scored": "blue"}),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Requests by outcome",
+            "OTLP export requests per second by outcome (ok, partial, invalid, overloaded, "
+            "downstream_unavailable, ...).",
+            [
+                target(
+                    f"sum by ({L_OUTCOME}) (rate({S(GW_DURATION.count)}[{RATE_INTERVAL}]))",
+                    f"{{{{{L_OUTCOME}}}}}",
+                )
+            ],
+            unit="reqps",
+            steps=thresholds((None, "green")),
+            stack=True,
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Request duration",
+            "50th and 99th percentile of the time from receiving an export request to answering it, by "
+            "transport (includes scoring and the downstream export).",
+            [
+                target(
+                    quantile(q, GW_DURATION, S, [L_TRANSPORT], RATE_INTERVAL),
+                    f"{{{{{L_TRANSPORT}}}}} p{q * 100:g}",
+                )
+                for q in (0.5, 0.99)
+            ],
+            unit="s",
+            steps=thresholds((None, "green"), (1, "orange")),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Assembly window",
+            "Traces held in the gateway's assembly window (left axis) and traces evicted per second before "
+            "they completed, by reason (an evicted trace's answer is scored without the evicted spans).",
+            [
+                target(f"sum ({S(GW_WINDOW)})", "traces held"),
+                target(
+                    f"sum by ({L_REASON}) (rate({S(GW_EVICTIONS)}[{RATE_INTERVAL}]))",
+                    f"evicted: {{{{{L_REASON}}}}}",
+                ),
+            ],
+            unit="short",
+            steps=thresholds((None, "green")),
+        ),
+        w=12,
     )
     return d
 
@@ -1380,6 +1526,28 @@ def alert_rules(settings: Settings) -> JSON:
         f'{{{{ $value | printf "%.2f" }}}} above the same {window} {offset} earlier (threshold '
         f"{missing['increase']}). Instrumentation probably stopped recording a signal the scoring policy "
         "requires.",
+    )
+
+    down = settings.alert("scorer_down")
+    window = down["window"]
+    spans_in = f"sum by ({r.by}) (rate({r.sel(GW_RECEIVED)}[{window}]))"
+    r.add(
+        "RagConfidenceScorerDown",
+        "scorer_down",
+        f"{spans_in} > 0\nunless on ({r.by})\n{r.answers(window)} > 0",
+        "Spans arrive but no scorecards are produced.",
+        f"{r.where}: the gateway received {{{{ $value | humanize }}}} spans/s over the last {window} but "
+        "recorded no scorecard: scoring is off or failing, or no span is recognised as an answer.",
+    )
+    failures = settings.alert("export_failures")
+    window = failures["window"]
+    r.add(
+        "RagConfidenceExportFailing",
+        "export_failures",
+        f"sum by ({r.by}) (\n{_indent(first_or_increase(r.sel(GW_EXPORT_FAILURES), window), 2)}\n) > 0",
+        "The gateway fails to export spans downstream.",
+        f"{r.where}: {{{{ $value | humanize }}}} downstream export(s) failed in the last {window} after the "
+        "exporter's retries; the upstream was answered with a retryable status and must retry.",
     )
 
     slow = settings.alert("slow_scoring")

@@ -1,7 +1,8 @@
 """Every dashboard query and alert expression, evaluated by a real Prometheus against metrics we really emit.
 
-A subprocess (``dashboards/demo_traffic.py``) scores RAG traces through the real ``ConfidenceSpanProcessor``
-and serves the OpenTelemetry Prometheus exporter's endpoint on an ephemeral loopback port; a real Prometheus
+Two subprocesses (``dashboards/demo_traffic.py``) score RAG traces, one through the real
+``ConfidenceSpanProcessor`` in-process, one through the real gateway fed over OTLP/HTTP on loopback; each
+serves the OpenTelemetry Prometheus exporter's endpoint on an ephemeral loopback port. A real Prometheus
 (Debian's package, see ``scripts/ensure-prometheus.sh``) scrapes it every second with the alert rules loaded,
 in a temporary data directory. Then every Prometheus target of every dashboard is run through the HTTP API
 with Grafana's variables substituted as Grafana would (``All`` = ``.+``), and must return data; every series
@@ -34,7 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 DASHBOARDS = sorted((REPO / "dashboards" / "grafana").glob("*.json"))
 ALERT_FILES = sorted((REPO / "dashboards" / "alerts").glob("*-alerts.yml"))
 TRAFFIC = REPO / "dashboards" / "demo_traffic.py"
-SCRAPE_JOB = "rag-demo"
+# Scrape job -> extra arguments of the traffic process.
+JOBS = {"rag-demo": [], "rag-gateway": ["--gateway"]}
 # What Grafana puts in for its macros and for an `All` selection of a variable with allValue `.+`. The rate
 # interval is 4 scrape intervals and more, as Grafana's $__rate_interval is.
 SUBSTITUTIONS = {
@@ -145,7 +147,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @dataclass
 class Stack:
     prometheus_url: str
-    metrics_url: str
+    metrics_urls: dict[str, str]
 
     def api(self, path: str, **params: str) -> Any:
         body = _get(f"{self.prometheus_url}/api/v1/{path}?{urllib.parse.urlencode(params)}")
@@ -158,23 +160,34 @@ class Stack:
         return list(data["result"]) if data["resultType"] == "vector" else [{"value": data["result"]}]
 
 
-def _start_traffic(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = tmp / "traffic.port"
+def _start_traffic(tmp: Path, job: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    port_file = tmp / f"{job}.port"
+    log = tmp / f"{job}.log"
     process = subprocess.Popen(
-        [sys.executable, str(TRAFFIC), "--port", "0", "--port-file", str(port_file), "--interval", "0.25"],
+        [
+            sys.executable,
+            str(TRAFFIC),
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--interval",
+            "0.25",
+            *extra,
+        ],
         stdout=subprocess.DEVNULL,
-        stderr=(tmp / "traffic.log").open("wb"),
+        stderr=log.open("wb"),
     )
     deadline = time.monotonic() + 60
     while not port_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             _stop(process)
-            raise RuntimeError(f"traffic process did not start: {(tmp / 'traffic.log').read_text()}")
+            raise RuntimeError(f"traffic process {job} did not start: {log.read_text()}")
         time.sleep(0.1)
     return process, int(port_file.read_text())
 
 
-def _start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
+def _start_prometheus(tmp: Path, target_ports: dict[str, int]) -> tuple[subprocess.Popen[bytes], str]:
     rule_files = []
     for path in ALERT_FILES:
         # Same rules, evaluated every second instead of every minute so a test run sees them evaluated.
@@ -187,7 +200,8 @@ def _start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[byt
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": rule_files,
         "scrape_configs": [
-            {"job_name": SCRAPE_JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
+            {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+            for job, port in target_ports.items()
         ],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -226,34 +240,35 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if shutil.which("prometheus") is None:
         pytest.fail("prometheus is not installed: run scripts/ensure-prometheus.sh (CI does)")
     tmp = tmp_path_factory.mktemp("prometheus")
-    traffic, traffic_port = _start_traffic(tmp)
+    processes: list[subprocess.Popen[bytes]] = []
     try:
-        prometheus, url = _start_prometheus(tmp, traffic_port)
-        try:
-            stack = Stack(url, f"http://127.0.0.1:{traffic_port}/metrics")
-            # Rates over the 20s rate interval need a handful of scrapes of every series.
-            deadline = time.monotonic() + 90
-            while True:
-                ready = stack.query(
-                    f'min(count_over_time(rag_confidence_score_count{{job="{SCRAPE_JOB}"}}[20s]))'
-                )
-                if ready and float(ready[0]["value"][1]) >= 8:
-                    break
-                assert time.monotonic() < deadline, "Prometheus scraped too little from the traffic process"
-                time.sleep(0.5)
-            yield stack
-        finally:
-            _stop(prometheus)
+        ports = {}
+        for job, extra in JOBS.items():
+            process, ports[job] = _start_traffic(tmp, job, extra)
+            processes.append(process)
+        prometheus, url = _start_prometheus(tmp, ports)
+        processes.append(prometheus)
+        stack = Stack(url, {job: f"http://127.0.0.1:{port}/metrics" for job, port in ports.items()})
+        # Rates over the 20s rate interval need a handful of scrapes of every series of every job.
+        deadline = time.monotonic() + 90
+        while True:
+            ready = stack.query("count_over_time(rag_confidence_scoring_duration_seconds_count[20s])")
+            if len(ready) == len(JOBS) and min(float(r["value"][1]) for r in ready) >= 8:
+                break
+            assert time.monotonic() < deadline, "Prometheus scraped too little from the traffic processes"
+            time.sleep(0.5)
+        yield stack
     finally:
-        _stop(traffic)
+        for process in reversed(processes):
+            _stop(process)
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Tests
 # ------------------------------------------------------------------------------------------------------------
-def test_prometheus_scrapes_the_scoring_process(stack: Stack) -> None:
+def test_prometheus_scrapes_both_scoring_processes(stack: Stack) -> None:
     targets = stack.api("targets")["activeTargets"]
-    assert [t["health"] for t in targets] == ["up"], targets
+    assert sorted((t["labels"]["job"], t["health"]) for t in targets) == [(job, "up") for job in sorted(JOBS)]
 
 
 @pytest.mark.parametrize("query", dashboard_queries(), ids=lambda q: q.where)
@@ -280,18 +295,18 @@ def test_every_selector_names_series_that_exist(stack: Stack, query: Query) -> N
         assert stack.api("series", **{"match[]": selector}), f"{query.where}: nothing matches {selector}"
 
 
-def test_every_metric_name_is_in_the_exporters_exposition(stack: Stack) -> None:
-    with urllib.request.urlopen(stack.metrics_url, timeout=5) as response:  # noqa: S310
-        exposition = response.read().decode()
-    exposed = {
-        sample.name for family in text_string_to_metric_families(exposition) for sample in family.samples
-    }
+def test_every_metric_name_is_in_an_exporters_exposition(stack: Stack) -> None:
+    exposed = set()
+    for url in stack.metrics_urls.values():
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
+            exposition = response.read().decode()
+        exposed |= {s.name for family in text_string_to_metric_families(exposition) for s in family.samples}
     used = set()
     for query in dashboard_queries() + alert_expressions():
         for selector in selectors(substitute(query.expr)):
             used.add(selector.partition("{")[0])
     assert used, "no metric names found"
-    assert used <= exposed, f"not exposed by the scoring process: {sorted(used - exposed)}"
+    assert used <= exposed, f"not exposed by the scoring processes: {sorted(used - exposed)}"
 
 
 def test_prometheus_loaded_and_evaluates_every_alert_rule(stack: Stack) -> None:
@@ -319,6 +334,7 @@ def test_leakage_alert_fires_on_the_real_first_occurrence(stack: Stack) -> None:
             break
         assert time.monotonic() < deadline, f"leakage alert not active; active: {sorted(names)}"
         time.sleep(0.5)
-    leakage = next(a for a in alerts if a["labels"]["alertname"] == "RagConfidenceDeletedSourceLeakage")
-    assert leakage["labels"]["severity"] == "critical"
-    assert leakage["labels"]["job"] == SCRAPE_JOB
+    leakage = [a for a in alerts if a["labels"]["alertname"] == "RagConfidenceDeletedSourceLeakage"]
+    assert {a["labels"]["severity"] for a in leakage} == {"critical"}
+    assert {a["labels"]["job"] for a in leakage} <= set(JOBS)
+    assert "RagConfidenceScorerDown" not in names, "both processes score: the scorer is not down"
