@@ -134,7 +134,11 @@ def _answer(
 
 
 def _scenarios(tracer: trace.Tracer) -> list[Callable[[], None]]:
-    complete: dict[str, Any] = {"has_conflict": False, "faithfulness_score": 0.93, "answer_relevance_score": 0.9}
+    complete: dict[str, Any] = {
+        "has_conflict": False,
+        "faithfulness_score": 0.93,
+        "answer_relevance_score": 0.9,
+    }
     return [
         # Well supported, fresh, complete corpus: answer.
         lambda: _answer(tracer, [0.92, 0.88, 0.81], support_level="high", corpus_type_count=3, **complete),

@@ -15,6 +15,7 @@ What is written (all committed; Grafana and Prometheus load these files, not thi
 * ``alerts/rag-confidence-alerts.yml``: a Prometheus rule file (Prometheus, Thanos, Mimir, vmalert, Grafana
   data-source-managed rules).
 * ``alerts/prometheus-operator/rag-confidence-prometheusrule.yaml``: the same group as a PrometheusRule.
+* ``provisioning/alerting/rag-confidence-alerts.yaml``: the same rules as Grafana-managed alert rules.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ JSON = dict[str, Any]
 GRAFANA_DIR = "grafana"
 ALERTS_FILE = "alerts/rag-confidence-alerts.yml"
 OPERATOR_FILE = "alerts/prometheus-operator/rag-confidence-prometheusrule.yaml"
+GRAFANA_ALERTING_FILE = "provisioning/alerting/rag-confidence-alerts.yaml"
 SCHEMA_VERSION = 39  # loads on Grafana 10.4 and every later release
 TAG = "rag-confidence"
 
@@ -151,6 +154,7 @@ class Settings:
     runbook_base_url: str
     interval: str
     alerts: dict[str, dict[str, Any]]
+    grafana_datasource_uid: str = "prometheus"
 
     @classmethod
     def load(cls, path: Path) -> Settings:
@@ -166,6 +170,7 @@ class Settings:
             runbook_base_url=str(raw["runbook_base_url"]),
             interval=str(raw.get("interval", "1m")),
             alerts={str(k): dict(v) for k, v in (raw.get("alerts") or {}).items()},
+            grafana_datasource_uid=str(raw.get("grafana_datasource_uid", "prometheus")),
         )
 
     def alert(self, key: str) -> dict[str, Any]:
@@ -1597,6 +1602,70 @@ def prometheus_rule(rules: JSON) -> JSON:
     }
 
 
+def _duration_seconds(text: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhdw])", text))
+
+
+def grafana_alert_rules(rules: JSON, settings: Settings) -> JSON:
+    """The same group as Grafana-managed alert rules (alerting file provisioning, apiVersion 1).
+
+    Each rule queries the Prometheus data source with the rule's own expression (instant) and fires when it
+    returns a series (every expression returns only firing series, with a positive value). Grafana's
+    ``$value`` is a summary string, so the descriptions read ``$values.A.Value`` instead.
+    """
+    group = rules["groups"][0]
+    converted = []
+    for rule in group["rules"]:
+        longest = max([_duration_seconds(d) for d in re.findall(r"\[(\w+)\]", rule["expr"])] or [600])
+        annotations = dict(rule["annotations"])
+        annotations["description"] = annotations["description"].replace("$value ", "$values.A.Value ")
+        converted.append(
+            {
+                "uid": "rc-"
+                + re.sub(r"(?<!^)(?=[A-Z])", "-", rule["alert"].removeprefix("RagConfidence")).lower(),
+                "title": rule["alert"],
+                "condition": "B",
+                "data": [
+                    {
+                        "refId": "A",
+                        "relativeTimeRange": {"from": longest, "to": 0},
+                        "datasourceUid": settings.grafana_datasource_uid,
+                        "model": {"refId": "A", "expr": rule["expr"], "instant": True, "range": False},
+                    },
+                    {
+                        "refId": "B",
+                        "datasourceUid": "__expr__",
+                        "model": {
+                            "refId": "B",
+                            "type": "threshold",
+                            "expression": "A",
+                            "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
+                        },
+                    },
+                ],
+                "noDataState": "OK",
+                "execErrState": "Error",
+                "for": rule.get("for", "0s"),
+                "labels": dict(rule["labels"]),
+                "annotations": annotations,
+                "isPaused": False,
+            }
+        )
+    return {
+        "apiVersion": 1,
+        "groups": [
+            {
+                "orgId": 1,
+                "name": group["name"],
+                "folder": "RAG confidence",
+                "interval": group["interval"],
+                "rules": converted,
+            }
+        ],
+    }
+
+
 def render(settings: Settings) -> dict[str, str]:
     """Every generated file: path relative to dashboards/ -> content."""
     files = {
@@ -1606,6 +1675,7 @@ def render(settings: Settings) -> dict[str, str]:
     rules = alert_rules(settings)
     files[ALERTS_FILE] = to_yaml(rules)
     files[OPERATOR_FILE] = to_yaml(prometheus_rule(rules))
+    files[GRAFANA_ALERTING_FILE] = to_yaml(grafana_alert_rules(rules, settings))
     return files
 
 

@@ -307,3 +307,33 @@ def test_example_prometheus_config_is_valid_and_loads_the_rules() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 1 rule files found" in result.stdout
+
+
+def test_grafana_managed_copy_of_the_rules_matches_the_prometheus_rules() -> None:
+    """Not loaded into a Grafana here (none is available): the same expressions, labels and runbooks, wired to
+    the provisioned Prometheus data source, with Grafana's `$values.A.Value` where Prometheus has `$value`."""
+    import yaml
+
+    prometheus = yaml.safe_load((REPO / "dashboards" / "alerts" / "rag-confidence-alerts.yml").read_text())
+    grafana = yaml.safe_load((PROVISIONING / "alerting" / "rag-confidence-alerts.yaml").read_text())
+    datasources = yaml.safe_load((PROVISIONING / "datasources" / "rag-confidence.yaml").read_text())[
+        "datasources"
+    ]
+    prometheus_uid = next(ds["uid"] for ds in datasources if ds["type"] == "prometheus")
+    assert grafana["apiVersion"] == 1
+    source_rules = prometheus["groups"][0]["rules"]
+    managed = grafana["groups"][0]["rules"]
+    assert [r["title"] for r in managed] == [r["alert"] for r in source_rules]
+    assert len({r["uid"] for r in managed}) == len(managed)
+    for rule, source in zip(managed, source_rules, strict=True):
+        assert len(rule["uid"]) <= 40 and re.fullmatch(r"[a-z0-9-]+", rule["uid"])
+        queries = {d["refId"]: d for d in rule["data"]}
+        assert rule["condition"] in queries
+        assert queries["A"]["datasourceUid"] == prometheus_uid
+        assert queries["A"]["model"]["expr"] == source["expr"]
+        assert queries["B"]["model"]["expression"] == "A"
+        assert rule["labels"] == source["labels"]
+        assert rule["for"] == source.get("for", "0s")
+        assert rule["annotations"]["runbook_url"] == source["annotations"]["runbook_url"]
+        description = rule["annotations"]["description"]
+        assert "$value " not in description and "$values.A.Value" in description
