@@ -28,16 +28,17 @@ def _describe(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "a boolean"
+        return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return "a number"
+        return f"the number {value!r}"
     if isinstance(value, str):
-        return "a string"
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, (list, tuple)):
         return "an array"
-    return type(value).__name__
+    return f"a {type(value).__name__}"
 
 
 def _join(path: str, key: str) -> str:
@@ -95,7 +96,7 @@ class _Compiler:
             return optional
         if "enum" in node or "const" in node:
             allowed = tuple(node.get("enum", [node.get("const")]))
-            expected = " or ".join(repr(a) for a in allowed)
+            expected = ", ".join(repr(a) for a in allowed)
 
             def enum(value: Any, path: str) -> Any:
                 if isinstance(value, str) and value in allowed:
@@ -256,6 +257,9 @@ class _Compiler:
                             where = _join(path, str(key))
                             raise self._error(f"{where}: unknown field", path=where)
                         continue
+                    if name in value:
+                        where = _join(path, name)
+                        raise self._error(f"{where}: given twice, as {name!r} and as {key!r}", path=where)
                 kind = entry[0]
                 element_type = type(element)
                 if (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -30,11 +31,25 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ._plain import parse_datetime
+
 # Strict: booleans and numeric strings are not numbers here. Non-finite values are allowed on purpose: the
 # reference lets NaN and infinities flow into warnings and diagnostics, and so do we.
 Num = Annotated[float, Strict()]
 Str = Annotated[str, Strict()]
 Bool = Annotated[bool, Strict()]
+
+
+def _datetime(value: object) -> datetime.datetime:
+    # Numbers are not dates here (pydantic would read them, and digit-only strings, as Unix times), and a
+    # naive datetime is taken as UTC, as the scorer's millisecond arithmetic needs an aware one.
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise ValueError("expected a datetime or an ISO-8601 string")
+    return parsed
+
+
+DateTime = Annotated[datetime.datetime, BeforeValidator(_datetime)]
 
 SupportLevel = Literal["high", "medium", "low"]
 QueryComplexity = Literal["direct", "inferential", "multi-hop", "comparative"]
@@ -108,7 +123,7 @@ class Candidate(_Model):
     )
     is_amendment: Bool | None = None
     extraction_quality: Num | None = Field(default=None, description="0-1 multiplier on the score.")
-    last_updated: datetime.datetime | None = Field(default=None, description="For freshness (UTC if naive).")
+    last_updated: DateTime | None = Field(default=None, description="For freshness (UTC if naive).")
     content_hash: Str | None = Field(default=None, description="Identifies duplicate content.")
     rank: Num | None = Field(default=None, description="1-based final position.")
 
@@ -221,7 +236,7 @@ class FreshnessConfig(_Model):
     max_age_for_full_score: Num | None = None
     penalty_per_month: Num | None = None
     hard_cutoff_age: Num | None = None
-    now: datetime.datetime | None = Field(default=None, description="Reference time; default: the clock.")
+    now: DateTime | None = Field(default=None, description="Reference time; default: the clock.")
     aggregation: Str | None = Field(default=None, description="'median' (default), 'oldest' or 'newest'.")
 
 

@@ -1,0 +1,175 @@
+"""``rag-confidence``: score answers from JSON, print schemas, run the demo or the OTLP gateway.
+
+    rag-confidence score request.json            # readable scorecard
+    rag-confidence score --json request.json     # the scorecard JSON (the TypeScript package's shape)
+    rag-confidence score --jsonl < requests.jsonl  # one JSON line out per request line in
+    rag-confidence schema                        # JSON Schema of inputs, config and scorecard
+    rag-confidence demo                          # a traced, scored RAG pipeline, offline
+    rag-confidence gateway --help                # the Collector-pipeline scoring service
+
+A request is ``{"inputs": {...}, "config": {...}}`` or bare inputs. Unreadable input exits with status 2 and
+a one-line error; in ``--jsonl`` mode a bad line yields an ``{"error": {...}}`` line and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .errors import RagConfidenceError
+from .scoring import compute_confidence
+from .scoring.models import ConfidenceScorecard, ScoringConfig, ScoringInputs
+from .scoring.render import render_scorecard
+from .scoring.serialize import to_reference_json
+
+EXIT_BAD_INPUT = 2
+
+
+class RequestError(ValueError):
+    """A request that cannot be scored: unreadable JSON or not the right shape."""
+
+    def __init__(self, kind: str, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.path = path
+
+
+def _split_request(request: Any) -> tuple[Any, Any]:
+    if not isinstance(request, dict):
+        raise RequestError("InputValidationError", "a request must be a JSON object", None)
+    if "inputs" in request:
+        unknown = set(request) - {"inputs", "config"}
+        if unknown:
+            raise RequestError("InputValidationError", f"unknown request key(s): {', '.join(sorted(unknown))}")
+        return request["inputs"], request.get("config")
+    return request, None
+
+
+def score_request(request: Any) -> ConfidenceScorecard:
+    """Score one decoded request (``{"inputs", "config"}`` or bare inputs)."""
+    inputs, config = _split_request(request)
+    return compute_confidence(inputs, config)
+
+
+def _error_line(kind: str, message: str, path: str | None) -> str:
+    return json.dumps({"error": {"type": kind, "message": message, "path": path}}, ensure_ascii=False)
+
+
+def _score_jsonl(stream: TextIO, out: TextIO) -> int:
+    failures = 0
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            card = score_request(json.loads(line))
+        except json.JSONDecodeError as error:
+            failures += 1
+            out.write(_error_line("JSONDecodeError", f"line {number}: {error}", None) + "\n")
+        except RequestError as error:
+            failures += 1
+            out.write(_error_line(error.kind, f"line {number}: {error}", error.path) + "\n")
+        except RagConfidenceError as error:
+            failures += 1
+            out.write(_error_line(type(error).__name__, str(error), error.path) + "\n")
+        else:
+            out.write(to_reference_json(card) + "\n")
+        out.flush()
+    return 1 if failures else 0
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    with open(source, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    if args.jsonl:
+        if args.file == "-":
+            return _score_jsonl(sys.stdin, sys.stdout)
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                return _score_jsonl(handle, sys.stdout)
+        except OSError as error:
+            print(f"rag-confidence score: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    try:
+        card = score_request(json.loads(_read(args.file)))
+    except OSError as error:
+        print(f"rag-confidence score: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        print(f"rag-confidence score: {args.file} is not valid JSON: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (RequestError, RagConfidenceError) as error:
+        print(f"rag-confidence score: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(to_reference_json(card, indent=2) + "\n" if args.json else render_scorecard(card))
+    return 0
+
+
+def schemas() -> dict[str, Any]:
+    """JSON Schemas (camelCase, as on the wire) of the inputs, the config and the scorecard."""
+    return {
+        "inputs": ScoringInputs.model_json_schema(by_alias=True),
+        "config": ScoringConfig.model_json_schema(by_alias=True),
+        "scorecard": ConfidenceScorecard.model_json_schema(by_alias=True, mode="validation"),
+    }
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    selected = schemas() if args.which == "all" else schemas()[args.which]
+    print(json.dumps(selected, indent=2))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .otel.demo import run_demo  # OpenTelemetry is only needed for the demo
+
+    return run_demo(sys.stdout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rag-confidence",
+        description="Deterministic, explainable confidence scorecards for RAG answers.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    score = commands.add_parser("score", help="score answers given as JSON", description=_cmd_score.__doc__)
+    score.add_argument("file", nargs="?", default="-", help="a JSON request file, or - for stdin (default)")
+    mode = score.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="print the scorecard JSON instead of text")
+    mode.add_argument("--jsonl", action="store_true", help="one request per line in, one JSON line out")
+    score.set_defaults(func=_cmd_score)
+
+    schema = commands.add_parser("schema", help="print JSON Schemas of inputs, config and scorecard")
+    schema.add_argument("which", nargs="?", choices=("all", "inputs", "config", "scorecard"), default="all")
+    schema.set_defaults(func=_cmd_schema)
+
+    demo = commands.add_parser("demo", help="trace and score a small offline RAG pipeline")
+    demo.set_defaults(func=_cmd_demo)
+
+    from .gateway.command import add_subparser as add_gateway
+
+    add_gateway(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rag-confidence`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
