@@ -63,6 +63,9 @@ def _ids(
     item: RawDocument, metadata: Mapping[str, Any], id_keys: tuple[str, ...], reader: Reader
 ) -> list[str]:
     # The convention's own id first, then metadata ids, then ids recorded elsewhere (LangChain Document.id).
+    if not metadata and not item.aliases:
+        text = reader.string(item.id) if item.id is not None else None
+        return [text] if text is not None else []
     ids: list[str] = []
     for value in (item.id, *(metadata.get(key) for key in id_keys), *item.aliases):
         text = reader.string(value) if value is not None else None

@@ -21,7 +21,7 @@ from .citations import summarize
 from .documents import build_retrieval
 from .generation import final_answer
 from .native import read_native
-from .options import SignalOptions
+from .options import SignalOptions, normalize_evaluation_name
 from .records import SpanRecord
 
 Diagnostic = str | int | float | bool
@@ -169,12 +169,15 @@ def _read_span(
         retrievals.extend(genai.read_retrievals(span, reader))
         retrievals.extend(openllmetry.read_retrievals(span, reader))
     evaluations.extend(openinference.read_evaluations(span, reader))
-    evaluations.extend(genai.read_evaluations(span, reader))
-    for read in (openinference.read_generation, genai.read_generation, openllmetry.read_generation):
-        generation = read(span, reader)
-        if generation is not None:
-            generations.append(generation)
-            break  # one span is one generation, whichever conventions it speaks
+    if span.events:
+        evaluations.extend(genai.read_evaluations(span, reader))
+    generation = (
+        openinference.read_generation(span, reader)
+        or genai.read_generation(span, reader)
+        or openllmetry.read_generation(span, reader)
+    )
+    if generation is not None:  # one span is one generation, whichever conventions it speaks
+        generations.append(generation)
 
 
 def _in_end_order(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -192,23 +195,17 @@ def _root_of(spans: Sequence[SpanRecord]) -> SpanRecord | None:
     return spans[-1] if spans else None
 
 
-def _normalized(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
-
-
 def _apply_evaluations(
     evaluations: Sequence[Evaluation],
     options: SignalOptions,
     inputs: dict[str, Any],
     sources: dict[str, str],
 ) -> None:
-    lookup = {
-        _normalized(alias): target
-        for target, aliases in options.evaluation_names.items()
-        for alias in aliases
-    }
+    if not evaluations:
+        return
+    lookup = options.evaluation_lookup
     for evaluation in evaluations:  # in end order: a later evaluation replaces an earlier one
-        target = lookup.get(_normalized(evaluation.name))
+        target = lookup.get(normalize_evaluation_name(evaluation.name))
         if target is None or evaluation.score is None or not 0.0 <= evaluation.score <= 1.0:
             continue
         inputs[target] = evaluation.score

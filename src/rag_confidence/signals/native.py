@@ -104,9 +104,12 @@ ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
 def read_native(attributes: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
     """The ``rag.signal.*`` values of one span as flat ScoringInputs paths (``claimSupport.totalClaims``)."""
     found: dict[str, Any] = {}
-    if not any(key.startswith(semconv.RAG_SIGNAL_PREFIX) for key in attributes):
-        return found
-    for attribute, (path, parse) in FIELDS.items():
+    # Walk whichever is shorter: most spans carry a handful of attributes and no ``rag.signal.*`` at all.
+    if len(attributes) < len(FIELDS):
+        present = [(key, FIELDS[key]) for key in attributes if key in FIELDS]
+    else:
+        present = [(key, spec) for key, spec in FIELDS.items() if key in attributes]
+    for attribute, (path, parse) in present:
         value = attributes.get(attribute)
         if value is None:
             continue

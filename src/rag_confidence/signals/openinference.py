@@ -41,7 +41,34 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     return []
 
 
+_FIELDS = ("id", "score", "content", "metadata")
+# Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up: span attribute limits drop the
+# highest indexes, never the lowest, so the first index with none of the fields ends the list.
+_MAX_DOCUMENTS = 10_000
+
+
 def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
+    if prefix not in attributes:
+        documents = []
+        for index in range(_MAX_DOCUMENTS):
+            head = f"{prefix}.{index}.{_DOCUMENT_PREFIX}"
+            found = [attributes.get(head + name) for name in _FIELDS]
+            if found == [None, None, None, None]:
+                break
+            document_id, score, content, metadata = found
+            documents.append(
+                RawDocument(
+                    id=document_id,
+                    score=score,
+                    content=content,
+                    metadata=reader.mapping(metadata) if metadata is not None else None,
+                )
+            )
+        return documents
+    return _structured_documents(attributes, prefix, reader)
+
+
+def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
     documents = []
     for item in indexed(attributes, prefix, reader):
         # Flattened keys read ``document.id``; the structured form may hold ``{"document": {...}}`` or plain
@@ -93,7 +120,7 @@ def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
             semconv.OI_ANNOTATION_LABEL,
         ),
     ):
-        if not _has_prefix(attributes, prefix):
+        if prefix not in attributes and f"{prefix}.0.{name_key}" not in attributes:
             continue
         for item in indexed(attributes, prefix, reader):
             name = reader.string(item.get(name_key))

@@ -102,7 +102,8 @@ def _event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
 
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     attributes = span.attributes
-    if not any(key.startswith(semconv.GEN_AI_COMPLETION_PREFIX) for key in attributes):
+    first = semconv.GEN_AI_COMPLETION_PREFIX + "0."
+    if first + "content" not in attributes and first + "role" not in attributes:
         return None
     texts = []
     finish_reasons = []

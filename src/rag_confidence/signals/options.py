@@ -143,6 +143,20 @@ class SignalOptions:
                 )
 
     @cached_property
+    def evaluation_lookup(self) -> Mapping[str, str]:
+        """Normalized evaluation name -> input name (``answer_relevancy`` -> ``answerRelevanceScore``)."""
+        return {
+            normalize_evaluation_name(alias): target
+            for target, aliases in self.evaluation_names.items()
+            for alias in aliases
+        }
+
+    @cached_property
     def compiled_citation_patterns(self) -> tuple[re.Pattern[str], ...]:
         """The citation patterns, compiled once (validated when the options were made)."""
         return tuple(re.compile(pattern) for pattern in self.citation_patterns)
+
+
+def normalize_evaluation_name(name: str) -> str:
+    """Evaluation names compare lower-cased, with ``-`` and spaces as ``_``."""
+    return name.strip().lower().replace("-", "_").replace(" ", "_")

@@ -50,8 +50,8 @@ class SpanRecord:
     def from_readable_span(cls, span: ReadableSpan) -> SpanRecord:
         """View an SDK span (ended or still recording) as a record.
 
-        The attribute mapping is shared, not copied: an ended SDK span's attributes are immutable, so this is
-        cheap. Never raises on a span whose context is missing; such a span gets ids 0.
+        Attributes are copied into plain dicts (one pass; the SDK's bounded mapping is slow to scan repeatedly,
+        and a span still recording may change). Never raises on a span whose context is missing (ids 0).
 
         >>> from opentelemetry.sdk.trace import TracerProvider
         >>> with TracerProvider().get_tracer("doc").start_as_current_span("answer") as span:
@@ -68,11 +68,11 @@ class SpanRecord:
             span_id=context.span_id if context is not None else 0,
             parent_span_id=parent.span_id if parent is not None else None,
             name=span.name,
-            attributes=span.attributes if span.attributes is not None else {},
+            attributes=dict(span.attributes) if span.attributes is not None else {},
             events=tuple(
                 EventRecord(
                     name=event.name,
-                    attributes=event.attributes if event.attributes is not None else {},
+                    attributes=dict(event.attributes) if event.attributes is not None else {},
                     timestamp=event.timestamp,
                 )
                 for event in span.events
