@@ -187,8 +187,7 @@ def indexed(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[
     """Flattened ``<prefix>.{i}.<rest>`` attributes as a list of ``{rest: value}`` in index order.
 
     Also accepts the structured form OTel SDK 1.45 allows (``<prefix>`` holding a list of mappings). A key
-    whose
-    index is not a number is skipped and counted.
+    whose index is not a number is skipped and counted.
     """
     structured = attributes.get(prefix)
     if isinstance(structured, Sequence) and not isinstance(structured, (str, bytes)):

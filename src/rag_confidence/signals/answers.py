@@ -4,8 +4,7 @@ Rules, in order:
 
 (a)/(b) a span with ``rag.answer = true`` is an answer. ``@scored_answer`` and ``mark_answer()`` both set it.
 (c) otherwise, a *local root* (no parent, a remote parent, or a parent not among the spans given) whose
-subtree
-    holds a retrieval span and no marked answer is an answer.
+    subtree holds a retrieval span and no marked answer is an answer.
 
 Every span belongs to the innermost answer above it (itself included); spans with no answer above them belong
 to none. Two marked answers in one trace give two groups, and spans under a nested answer belong to the nested
@@ -58,8 +57,7 @@ def is_retrieval_span(span: SpanRecord) -> bool:
 
     OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
     ``vector_db_retrieve`` task spans and vector-DB spans with ``db.query.result``/``db.search.result``
-    events;
-    any span with our ``rag.retrieval.method``.
+    events; any span with our ``rag.retrieval.method``.
     """
     attributes = span.attributes
     # Values can be anything a producer sent (lists included): compare strings only.

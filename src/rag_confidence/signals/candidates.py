@@ -8,11 +8,10 @@
   hash when it has none) into one candidate with one ``retrievalScores`` entry per method. One method seen on
   several spans (multi-query) keeps the best score per document.
 - **Reranker.** When the answer holds reranker spans, the last one to end decides: its output documents are
-the
-  candidates, in its order (``rank`` 1..n), each with a ``rerank`` score entry next to the retrieval methods'
-  scores, and ``combinedScore`` is the reranker's score. Without a reranker, ``combinedScore`` is the best of
-  the candidate's method scores (the single method's score for plain retrieval) and candidates are ordered by
-  it; ``rank`` is that position unless the document's metadata gives one.
+  the candidates, in its order (``rank`` 1..n), each with a ``rerank`` score entry next to the retrieval
+  methods' scores, and ``combinedScore`` is the reranker's score. Without a reranker, ``combinedScore`` is the
+  best of the candidate's method scores (the single method's score for plain retrieval) and candidates are
+  ordered by it; ``rank`` is that position unless the document's metadata gives one.
 - A document without any score cannot be scored: it is left out of ``candidates`` and counted in the
   diagnostics, but it still counts as a retrieved document for citations (by id and position).
 """

@@ -5,14 +5,13 @@ bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``; oth
 A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
 retrieved document is known by (exactly, then ignoring case), or else when it is a position (``3``, ``doc-3``,
 ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in the order they
-were
-presented (reranker order, else first retrieval order), counted from ``SignalOptions.citation_position_base``.
+were presented (reranker order, else first retrieval order), counted from
+``SignalOptions.citation_position_base``.
 
 - ``citationCount``: distinct retrieved documents cited validly.
 - ``invalidCitationCount``: distinct references that match no retrieved document.
-- ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence
-made of
-  markers only, as in ``Paris. [1]``, belongs to the sentence before it).
+- ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence made
+  of markers only, as in ``Paris. [1]``, belongs to the sentence before it).
 
 Nothing is derived when the answer holds no marker at all: a pipeline that does not ask for citations is not
 penalised for missing ones (the diagnostics still report ``0`` markers).

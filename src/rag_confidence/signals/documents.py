@@ -1,12 +1,11 @@
 """Reported documents to scored documents: the metadata key map, the score rule and the method name.
 
 Score rule (``SignalOptions.score_scale``): a score in [0, 1] is kept. A distance (``*.distance`` or a
-metadata
-``distance`` key, used only when there is no score) becomes ``1 / (1 + d)``. When any score of one span lies
-above 1 (BM25, inner products), that span's scores are rescaled: ``max`` divides by the span's largest score
-(order and ratios kept, the best document gets 1.0), ``squash`` maps ``s`` to ``s / (1 + s)``, ``clamp`` cuts
-at
-1. Negative scores (cosine below zero) become 0. A rescaled span is reported in the diagnostics.
+metadata ``distance`` key, used only when there is no score) becomes ``1 / (1 + d)``. When any score of one
+span lies above 1 (BM25, inner products), that span's scores are rescaled: ``max`` divides by the span's
+largest score (order and ratios kept, the best document gets 1.0), ``squash`` maps ``s`` to ``s / (1 + s)``,
+``clamp`` cuts at 1. Negative scores (cosine below zero) become 0. A rescaled span is reported in the
+diagnostics.
 """
 
 from __future__ import annotations
@@ -202,8 +201,8 @@ def _run_metadata(attributes: Mapping[str, Any], reader: Reader) -> Mapping[str,
 
 def _name_from_span(name: str) -> str:
     # ``vector_db_retrieve BM25Retriever`` / ``VectorIndexRetriever.retrieve`` -> the class, named as
-    # LangChain
-    # names retrievers (``bm25``, ``vectorindex``), so the same retriever gets one name under every tracer.
+    # LangChain names retrievers (``bm25``, ``vectorindex``), so the same retriever gets one name under every
+    # tracer.
     base = name.removeprefix(_OPENLLMETRY_PREFIX).split(".", 1)[0].strip()
     if base.startswith(_RETRIEVER_WORD) and len(base) > len(_RETRIEVER_WORD):
         base = base[len(_RETRIEVER_WORD) :]

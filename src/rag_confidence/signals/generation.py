@@ -6,10 +6,8 @@ A generation whose finish reason is ``length`` (also ``max_tokens``/``max_output
 spell it) anywhere in the answer marks the answer truncated.
 
 A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
-through
-``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field is the
-text
-searched for citation markers.
+through ``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field
+is the text searched for citation markers.
 """
 
 from __future__ import annotations

@@ -92,10 +92,8 @@ FIELDS: Mapping[str, tuple[str, Parse]] = {
     ),
 }
 
-# The ScoringInputs path each ``record_signals(**kwargs)`` keyword maps to, for the otel layer: the keyword
-# is the
-# attribute name without ``rag.signal.`` and with dots as underscores (``claims_total``,
-# ``index_failed_...``).
+# The ``rag.signal.*`` attribute each ``record_signals(**kwargs)`` keyword sets, for the otel layer: the keyword
+# is the attribute name without ``rag.signal.``, dots as underscores (``claims_total``, ``index_acl_...``).
 ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
     name.removeprefix(semconv.RAG_SIGNAL_PREFIX).replace(".", "_"): name for name in FIELDS
 }

@@ -8,7 +8,7 @@
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span (EVALUATOR spans carry
-them).
+  them).
 """
 
 from __future__ import annotations
