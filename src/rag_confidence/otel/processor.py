@@ -294,6 +294,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._evict(now)
                 pending = self._pending[trace_id] = _PendingTrace(now)
             answered = pending.answered
+            if local_root and not pending.may_answer and not answered:
+                # Nothing in this trace can be scored: release all of it without walking the tree. (Another
+                # local root of the same trace, if any, loses buffered spans that held no retrieval.)
+                del self._pending[trace_id]
+                return pending.spans, False, False
             members = _subtree(pending.spans, span_id) if pending.spans else []
             if len(members) == len(pending.spans):
                 pending.spans = []
@@ -323,13 +328,29 @@ class ConfidenceSpanProcessor(SpanProcessor):
             )
 
 
+# A span can only be a retrieval or a marked answer (``is_retrieval_span``, ``is_marked_answer``) if it has
+# one of these keys or any event. Checking key presence in one C-level pass over the attribute keys keeps the
+# per-span cost of ordinary traffic negligible; the signals rules decide for the spans that pass.
+_ANSWER_HINT_KEYS = frozenset(
+    {
+        semconv.RAG_ANSWER,
+        semconv.RAG_RETRIEVAL_METHOD,
+        semconv.OPENINFERENCE_SPAN_KIND,
+        semconv.GEN_AI_OPERATION_NAME,
+    }
+)
+
+
 def _may_hold_answer(span: ReadableSpan) -> bool:
     """Whether this span makes its trace worth scoring (a retrieval or a marked answer); cheap, per span."""
     attributes = span.attributes or {}
+    events = span.events
+    if not events and _ANSWER_HINT_KEYS.isdisjoint(attributes):
+        return False
     if attributes.get(semconv.RAG_ANSWER) is True:
         return True
-    events = tuple(EventRecord(event.name) for event in span.events) if span.events else ()
-    return is_retrieval_span(SpanRecord(0, 0, None, span.name, attributes, events))
+    records = tuple(EventRecord(event.name) for event in events) if events else ()
+    return is_retrieval_span(SpanRecord(0, 0, None, span.name, attributes, records))
 
 
 def _already_scored(attributes: Mapping[str, Any]) -> bool:
