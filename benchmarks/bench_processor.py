@@ -24,13 +24,21 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from rag_confidence import semconv
 from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.otel.answer_scoring import AnswerScorer
-from rag_confidence.signals import find_answers
+from rag_confidence.otel.attributes import scorecard_attributes
+from rag_confidence.otel.events import EvaluationEmitter
+from rag_confidence.otel.metrics import ConfidenceInstruments, span_context_as_parent
+from rag_confidence.scoring import create_scorer
+from rag_confidence.signals import extract_signals, find_answers
 from rag_confidence.signals.records import SpanRecord
 
 CONTENT = (
@@ -118,10 +126,33 @@ def run_pipeline(tracer: trace.Tracer, rag: bool = True) -> None:
             pass
 
 
+class NullLogExporter(LogRecordExporter):
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def confidence_providers() -> tuple[MeterProvider, LoggerProvider]:
+    """SDK meter and logger providers, so recording the metrics and the event costs what it costs in use."""
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(NullLogExporter()))
+    return MeterProvider(metric_readers=[InMemoryMetricReader()]), logger_provider
+
+
 def build(wrapped: bool) -> tuple[TracerProvider, EncodingSink, SpanProcessor]:
     sink = EncodingSink()
     batch = BatchSpanProcessor(sink, max_queue_size=1_000_000, max_export_batch_size=512)
-    processor: SpanProcessor = ConfidenceSpanProcessor(batch) if wrapped else batch
+    processor: SpanProcessor = batch
+    if wrapped:
+        meter_provider, logger_provider = confidence_providers()
+        processor = ConfidenceSpanProcessor(
+            batch, meter_provider=meter_provider, logger_provider=logger_provider
+        )
     provider = TracerProvider()
     provider.add_span_processor(processor)
     return provider, sink, processor
@@ -156,18 +187,39 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
     run_pipeline(capture.get_tracer("bench"))
     spans = list(memory.get_finished_spans())
     scorer = AnswerScorer()
-    timings: dict[str, list[float]] = {"records": [], "find_answers": [], "extract+score": []}
+    scorer_core = create_scorer()
+    meter_provider, logger_provider = confidence_providers()
+    instruments = ConfidenceInstruments(meter_provider)
+    events = EvaluationEmitter(logger_provider)
+    timings: dict[str, list[float]] = {
+        "span records": [],
+        "find_answers": [],
+        "extract_signals": [],
+        "compute_confidence": [],
+        "attributes": [],
+        "metrics+event": [],
+    }
+    root = spans[-1]
+    assert root.context is not None
     for _ in range(traces):
         t0 = time.perf_counter()
         records = [SpanRecord.from_readable_span(span) for span in spans]
         t1 = time.perf_counter()
         (group,) = find_answers(records)
         t2 = time.perf_counter()
-        scorer.score(group.spans)
+        extracted = extract_signals(group.spans)
         t3 = time.perf_counter()
-        timings["records"].append(t1 - t0)
-        timings["find_answers"].append(t2 - t1)
-        timings["extract+score"].append(t3 - t2)
+        card = scorer_core.compute(extracted.inputs)
+        t4 = time.perf_counter()
+        scorecard_attributes(card, extracted)
+        t5 = time.perf_counter()
+        context = span_context_as_parent(root.context)
+        instruments.record(card, t4 - t2, context)
+        events.emit(card, context)
+        t6 = time.perf_counter()
+        for name, start, end in zip(timings, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6), strict=True):
+            timings[name].append(end - start)
+    del scorer
     provider.shutdown()
     return {name: statistics.median(values) * 1e6 for name, values in timings.items()}
 
