@@ -79,7 +79,8 @@ class _PendingTrace:
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
-    """Scores each RAG answer when its span ends and forwards every span to ``downstream`` exactly once.
+    """Scores each RAG answer when its span ends and forwards every span to ``downstream_processor`` exactly
+    once.
 
     Register it *instead of* the exporting processor, wrapping it::
 
@@ -114,7 +115,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def __init__(
         self,
-        downstream: SpanProcessor,
+        downstream_processor: SpanProcessor,
         *,
         config: ScoringConfig | Mapping[str, Any] | None = None,
         signal_options: SignalOptions | None = None,
@@ -127,7 +128,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
     ) -> None:
         if max_pending_traces < 1 or max_spans_per_trace < 1 or not pending_ttl_s > 0:
             raise ValueError("max_pending_traces, max_spans_per_trace and pending_ttl_s must be positive")
-        self._downstream = downstream
+        self._downstream = downstream_processor
         self._scorer = AnswerScorer(config, signal_options)
         self._instruments = ConfidenceInstruments(meter_provider)
         self._events = EvaluationEmitter(logger_provider) if emit_events else None
