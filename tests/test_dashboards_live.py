@@ -252,10 +252,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # Rates over the 20s rate interval need a handful of scrapes of every series of every job.
         deadline = time.monotonic() + 90
         while True:
-            ready = stack.query("count_over_time(rag_confidence_scoring_duration_seconds_count[20s])")
-            if len(ready) == len(JOBS) and min(float(r["value"][1]) for r in ready) >= 8:
+            ready = stack.query(
+                "min by (job) (count_over_time(rag_confidence_scoring_duration_seconds_count[20s]))"
+            )
+            samples = {r["metric"].get("job"): float(r["value"][1]) for r in ready}
+            if set(samples) == set(JOBS) and min(samples.values()) >= 8:
                 break
-            assert time.monotonic() < deadline, "Prometheus scraped too little from the traffic processes"
+            if time.monotonic() > deadline:
+                logs = {p.name: p.read_text(errors="replace")[-2000:] for p in tmp.glob("*.log")}
+                pytest.fail(f"Prometheus scraped too little: samples per job {samples}; logs {logs}")
             time.sleep(0.5)
         yield stack
     finally:
