@@ -97,11 +97,11 @@ def configure_from_env(
     ``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_METRIC_EXPORT_INTERVAL``, ... all apply; each ``OTEL_*_EXPORTER``
     defaults to ``otlp``. The providers become the global ones (call this once, at startup). ``config`` and
-    ``processor_options`` go to :class:`ConfidenceSpanProcessor`.
+    ``processor_options`` go to :class:`ConfidenceSpanProcessor`::
 
-    >>> telemetry = configure_from_env({"preset": "production-v0.3"})  # doctest: +SKIP
-    >>> ...
-    >>> telemetry.shutdown()  # doctest: +SKIP
+        telemetry = configure_from_env({"preset": "production-v0.3"})
+        ...  # serve requests
+        telemetry.shutdown()
     """
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=processor_options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
