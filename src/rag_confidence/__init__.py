@@ -1,9 +1,20 @@
 """rag-confidence: deterministic, explainable confidence scorecards for RAG answers, inside OpenTelemetry."""
 
 from . import errors
-from .errors import CalibrationValidationError, ConfigValidationError, InputValidationError, RagConfidenceError
-from .scoring import ALGORITHM_VERSION, SCORECARD_SCHEMA_VERSION, Scorer, compute_confidence, create_scorer
-from .scoring import models
+from .errors import (
+    CalibrationValidationError,
+    ConfigValidationError,
+    InputValidationError,
+    RagConfidenceError,
+)
+from .scoring import (
+    ALGORITHM_VERSION,
+    SCORECARD_SCHEMA_VERSION,
+    Scorer,
+    compute_confidence,
+    create_scorer,
+    models,
+)
 from .scoring.calibration import analyze_calibration
 from .scoring.evaluators import (
     from_custom_judge,

@@ -43,7 +43,9 @@ def _split_request(request: Any) -> tuple[Any, Any]:
     if "inputs" in request:
         unknown = set(request) - {"inputs", "config"}
         if unknown:
-            raise RequestError("InputValidationError", f"unknown request key(s): {', '.join(sorted(unknown))}")
+            raise RequestError(
+                "InputValidationError", f"unknown request key(s): {', '.join(sorted(unknown))}"
+            )
         return request["inputs"], request.get("config")
     return request, None
 
