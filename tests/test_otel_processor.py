@@ -69,7 +69,9 @@ def make_pipeline(kind: str, **options: Any) -> Pipeline:
     meter_provider = MeterProvider(metric_readers=[reader])
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
-    downstream = SimpleSpanProcessor(exporter) if kind == "simple" else BatchSpanProcessor(exporter)
+    downstream = SimpleSpanProcessor(exporter) if kind.startswith("simple") else BatchSpanProcessor(exporter)
+    if kind.endswith("background"):
+        options.setdefault("background_scoring", True)
     processor = ConfidenceSpanProcessor(
         downstream, meter_provider=meter_provider, logger_provider=logger_provider, **options
     )
@@ -80,7 +82,7 @@ def make_pipeline(kind: str, **options: Any) -> Pipeline:
     )
 
 
-@pytest.fixture(params=["simple", "batch"])
+@pytest.fixture(params=["simple", "batch", "batch-background"])
 def pipeline(request: pytest.FixtureRequest) -> Iterator[Pipeline]:
     built = make_pipeline(request.param)
     yield built
@@ -447,3 +449,29 @@ def test_config_is_validated_when_the_processor_is_made() -> None:
         ConfidenceSpanProcessor(SpanProcessor(), config={"retrieval": {"topK": -1}})
     with pytest.raises(ValueError):
         ConfidenceSpanProcessor(SpanProcessor(), max_pending_traces=0)
+
+
+def test_background_scoring_forwards_every_span_and_drains_on_flush_and_shutdown() -> None:
+    pipeline = make_pipeline("simple-background", max_scoring_queue=4)
+    for _ in range(50):
+        run_rag_trace(pipeline)
+    assert pipeline.processor.force_flush(30_000) is True
+    spans = pipeline.exporter.get_finished_spans()
+    assert len(spans) == 150
+    answers = [span for span in spans if span.name == "rag.pipeline"]
+    expected = compute_confidence(
+        {
+            "supportLevel": "high",
+            "hasConflict": False,
+            "faithfulnessScore": 0.88,
+            "candidates": expected_candidates(DOCS),
+        }
+    )
+    # With a queue of 4, some answers were scored inline by the application thread: all of them are scored.
+    assert all((span.attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == expected.total for span in answers)
+    stats = pipeline.processor.stats()
+    assert stats.answers_scored == 50 and stats.spans_forwarded == 150
+
+    run_rag_trace(pipeline)
+    pipeline.tracer_provider.shutdown()  # drains the worker before the downstream shuts down
+    assert len(pipeline.exporter.get_finished_spans()) == 153

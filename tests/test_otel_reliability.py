@@ -201,13 +201,15 @@ def test_fuzzed_attributes_over_100k_spans_never_raise_and_never_lose_a_span(kin
     harness.provider.shutdown()
 
 
-@pytest.mark.parametrize("kind", ["simple", "batch"])
+@pytest.mark.parametrize("kind", ["simple", "batch", "batch-background"])
 def test_sixteen_threads_ending_spans_at_once(kind: str) -> None:
-    harness = Harness(kind)
+    harness = Harness("simple")
     harness.processor = ConfidenceSpanProcessor(
         SimpleSpanProcessor(harness.exporter)
         if kind == "simple"
         else BatchSpanProcessor(harness.exporter, max_queue_size=100_000),
+        background_scoring=kind.endswith("background"),
+        max_scoring_queue=64,
     )
     provider = TracerProvider()
     provider.add_span_processor(harness.processor)
