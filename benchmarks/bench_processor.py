@@ -144,18 +144,40 @@ def confidence_providers() -> tuple[MeterProvider, LoggerProvider]:
     return MeterProvider(metric_readers=[InMemoryMetricReader()]), logger_provider
 
 
-def build(wrapped: bool) -> tuple[TracerProvider, EncodingSink, SpanProcessor]:
+def build(wrapped: bool, background: bool = False) -> tuple[TracerProvider, EncodingSink, SpanProcessor]:
     sink = EncodingSink()
     batch = BatchSpanProcessor(sink, max_queue_size=1_000_000, max_export_batch_size=512)
     processor: SpanProcessor = batch
     if wrapped:
         meter_provider, logger_provider = confidence_providers()
         processor = ConfidenceSpanProcessor(
-            batch, meter_provider=meter_provider, logger_provider=logger_provider
+            batch,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            background_scoring=background,
+            max_scoring_queue=1_000_000,
         )
     provider = TracerProvider()
     provider.add_span_processor(processor)
     return provider, sink, processor
+
+
+def app_thread_cpu_per_trace(mode: str, traces: int) -> float:
+    """CPU of the application thread only (what delays the request): ``alone``, ``inline`` or ``background``."""
+    provider, sink, _ = build(mode != "alone", mode == "background")
+    tracer = provider.get_tracer("bench")
+    for _ in range(50):
+        run_pipeline(tracer)
+    provider.force_flush()
+    gc.collect()
+    started = time.thread_time()
+    for _ in range(traces):
+        run_pipeline(tracer)
+    elapsed = time.thread_time() - started
+    provider.force_flush()
+    assert sink.spans == (traces + 50) * 5, "every span must reach the exporter"
+    provider.shutdown()
+    return elapsed / traces
 
 
 def cpu_per_trace(wrapped: bool, traces: int, rag: bool = True) -> float:
@@ -295,6 +317,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     plain = statistics.median(plain_ratios)
     print(f"same traces without retrieval spans (buffered, never scored): ratio {plain:.3f}x")
+    app = {
+        mode: statistics.median(app_thread_cpu_per_trace(mode, args.traces) for _ in range(3))
+        for mode in ("alone", "inline", "background")
+    }
+    print(
+        f"application-thread CPU per RAG trace: BatchSpanProcessor alone {app['alone'] * 1e6:.1f} µs, "
+        f"wrapped scoring inline {app['inline'] * 1e6:.1f} µs, "
+        f"background_scoring=True {app['background'] * 1e6:.1f} µs"
+    )
     breakdown = scoring_breakdown(500)
     total = sum(breakdown.values())
     print(
