@@ -11,12 +11,12 @@ diagnostics.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import semconv
 from ._model import Document, RawDocument, RawRetrieval, Retrieval
-from ._values import Reader, first_key
+from ._values import Reader
 from .options import SignalOptions
 from .records import SpanRecord
 
@@ -25,12 +25,13 @@ _OPENLLMETRY_PREFIX = semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE + " "
 
 
 def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -> Retrieval:
-    keys = options.document_keys
+    key_index = options.document_key_index
     documents: list[Document] = []
     raw_scores: list[float | None] = []
     for index, item in enumerate(raw.documents):
-        metadata: Mapping[str, Any] = item.metadata or {}
-        ids = _ids(item, metadata, keys.get("id", ()), reader)
+        metadata = item.metadata
+        found = _metadata_values(metadata, key_index) if metadata else _NOTHING
+        ids = _ids(item, found.get("id", ()), reader)
         content = item.content if isinstance(item.content, str) else None
         if item.content is not None and content is None:
             reader.skip()
@@ -41,11 +42,11 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
                 id=ids[0] if ids else None,
                 content=content,
                 score=None,
-                fields=_fields(metadata, keys, reader),
+                fields=_fields(found, reader) if found else {},
                 aliases=tuple(ids),
             )
         )
-        raw_scores.append(_raw_score(item, metadata, keys, reader))
+        raw_scores.append(_raw_score(item, found, reader))
     scores, rescaled = _scale(raw_scores, options)
     for document, score in zip(documents, scores, strict=True):
         document.score = score
@@ -58,15 +59,56 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
     )
 
 
-def _ids(
-    item: RawDocument, metadata: Mapping[str, Any], id_keys: tuple[str, ...], reader: Reader
-) -> list[str]:
+_NOTHING: Mapping[str, list[Any]] = {}
+
+
+def _metadata_values(
+    metadata: Mapping[str, Any], key_index: Mapping[str, tuple[tuple[str, int], ...]]
+) -> dict[str, list[Any]]:
+    """Field -> the values (not None) its mapped keys hold in ``metadata``, in key-map order.
+
+    The same as trying each field's keys in turn, from whichever side is shorter: metadata usually holds a few
+    keys and the key map dozens.
+    """
+    hits: dict[str, list[tuple[int, Any]]] = {}
+    if len(metadata) <= len(key_index):
+        for key, value in metadata.items():
+            if value is None:
+                continue
+            spots = key_index.get(key)
+            if spots is not None:
+                for name, position in spots:
+                    hits.setdefault(name, []).append((position, value))
+    else:
+        for key, spots in key_index.items():
+            value = metadata.get(key)
+            if value is not None:
+                for name, position in spots:
+                    hits.setdefault(name, []).append((position, value))
+    found: dict[str, list[Any]] = {}
+    for name, entries in hits.items():
+        if len(entries) > 1:
+            entries.sort(key=_position)
+        found[name] = [value for _, value in entries]
+    return found
+
+
+def _position(entry: tuple[int, Any]) -> int:
+    return entry[0]
+
+
+def _first(found: Mapping[str, list[Any]], name: str) -> Any:
+    values = found.get(name)
+    return values[0] if values else None
+
+
+def _ids(item: RawDocument, metadata_ids: list[Any] | tuple[()], reader: Reader) -> list[str]:
     # The convention's own id first, then metadata ids, then ids recorded elsewhere (LangChain Document.id).
-    if not metadata and not item.aliases:
+    if not metadata_ids and not item.aliases:
         text = reader.string(item.id) if item.id is not None else None
         return [text] if text is not None else []
     ids: list[str] = []
-    for value in (item.id, *(metadata.get(key) for key in id_keys), *item.aliases):
+    for value in (item.id, *metadata_ids, *item.aliases):
         text = reader.string(value) if value is not None else None
         if text is not None and text not in ids:
             ids.append(text)
@@ -80,17 +122,15 @@ def _content_key(content: str) -> str:
     )
 
 
-def _raw_score(
-    item: RawDocument, metadata: Mapping[str, Any], keys: Mapping[str, tuple[str, ...]], reader: Reader
-) -> float | None:
+def _raw_score(item: RawDocument, found: Mapping[str, list[Any]], reader: Reader) -> float | None:
     score = reader.number(item.score)
     if score is None:
-        score = reader.number(first_key(metadata, keys.get("score", ())))
+        score = reader.number(_first(found, "score"))
     if score is not None:
         return score
     distance = reader.number(item.distance)
     if distance is None:
-        distance = reader.number(first_key(metadata, keys.get("distance", ())))
+        distance = reader.number(_first(found, "distance"))
     if distance is None:
         return None
     if distance < 0:
@@ -121,26 +161,25 @@ def _scale(raw: list[float | None], options: SignalOptions) -> tuple[list[float 
     return scaled, True
 
 
-def _fields(
-    metadata: Mapping[str, Any], keys: Mapping[str, tuple[str, ...]], reader: Reader
-) -> dict[str, Any]:
-    if not metadata:
-        return {}
+# Candidate fields read from metadata, in the order they are set on the candidate.
+_FIELD_READERS: tuple[tuple[str, Callable[[Reader, Any], Any]], ...] = (
+    ("documentType", Reader.string),
+    ("lastUpdated", Reader.timestamp),
+    ("contentHash", Reader.string),
+    ("extractionQuality", Reader.unit),
+    ("authorityRank", Reader.number),
+    ("isAmendment", Reader.boolean),
+    ("rank", Reader.count),
+)
+
+
+def _fields(found: Mapping[str, list[Any]], reader: Reader) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    readers = {
-        "documentType": reader.string,
-        "lastUpdated": reader.timestamp,
-        "contentHash": reader.string,
-        "extractionQuality": reader.unit,
-        "authorityRank": reader.number,
-        "isAmendment": reader.boolean,
-        "rank": reader.count,
-    }
-    for name, read in readers.items():
-        value = first_key(metadata, keys.get(name, ()))
-        if value is None:
+    for name, read in _FIELD_READERS:
+        values = found.get(name)
+        if not values:
             continue
-        parsed = read(value)
+        parsed = read(reader, values[0])
         if parsed is None:
             continue
         if name == "authorityRank" and isinstance(parsed, float) and parsed.is_integer():

@@ -41,31 +41,52 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     return []
 
 
-_FIELDS = ("id", "score", "content", "metadata")
 # Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up: span attribute limits drop the
 # highest indexes, never the lowest, so the first index with none of the fields ends the list.
 _MAX_DOCUMENTS = 10_000
+# The probed keys of the first documents, per prefix, built once: formatting four keys per document cost more
+# than reading them. Documents past this many get their keys formatted as they are read.
+_KEYED_DOCUMENTS = 256
+_DOCUMENT_KEYS: dict[str, tuple[tuple[str, str, str, str], ...]] = {}
+
+
+def _document_keys(prefix: str) -> tuple[tuple[str, str, str, str], ...]:
+    keys = _DOCUMENT_KEYS.get(prefix)
+    if keys is None:
+        keys = _DOCUMENT_KEYS[prefix] = tuple(_keys_at(prefix, index) for index in range(_KEYED_DOCUMENTS))
+    return keys
+
+
+def _keys_at(prefix: str, index: int) -> tuple[str, str, str, str]:
+    head = f"{prefix}.{index}.{_DOCUMENT_PREFIX}"
+    return (head + "id", head + "score", head + "content", head + "metadata")
 
 
 def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
-    if prefix not in attributes:
-        documents = []
-        for index in range(_MAX_DOCUMENTS):
-            head = f"{prefix}.{index}.{_DOCUMENT_PREFIX}"
-            found = [attributes.get(head + name) for name in _FIELDS]
-            if found == [None, None, None, None]:
-                break
-            document_id, score, content, metadata = found
-            documents.append(
-                RawDocument(
-                    id=document_id,
-                    score=score,
-                    content=content,
-                    metadata=reader.mapping(metadata) if metadata is not None else None,
-                )
+    if prefix in attributes:
+        return _structured_documents(attributes, prefix, reader)
+    get = attributes.get
+    keyed = _document_keys(prefix)
+    documents = []
+    for index in range(_MAX_DOCUMENTS):
+        id_key, score_key, content_key, metadata_key = (
+            keyed[index] if index < _KEYED_DOCUMENTS else _keys_at(prefix, index)
+        )
+        document_id = get(id_key)
+        score = get(score_key)
+        content = get(content_key)
+        metadata = get(metadata_key)
+        if document_id is None and score is None and content is None and metadata is None:
+            break
+        documents.append(
+            RawDocument(
+                id=document_id,
+                score=score,
+                content=content,
+                metadata=reader.mapping(metadata) if metadata is not None else None,
             )
-        return documents
-    return _structured_documents(attributes, prefix, reader)
+        )
+    return documents
 
 
 def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:

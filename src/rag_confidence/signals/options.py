@@ -152,6 +152,19 @@ class SignalOptions:
         }
 
     @cached_property
+    def document_key_index(self) -> Mapping[str, tuple[tuple[str, int], ...]]:
+        """Metadata key -> ``(field, position in that field's key list)`` for every field it may fill.
+
+        Metadata objects hold a handful of keys while the key map lists dozens: looking each metadata key up
+        here once costs less than trying every mapped key on every document.
+        """
+        index: dict[str, list[tuple[str, int]]] = {}
+        for name, keys in self.document_keys.items():
+            for position, key in enumerate(keys):
+                index.setdefault(key, []).append((name, position))
+        return {key: tuple(spots) for key, spots in index.items()}
+
+    @cached_property
     def compiled_citation_patterns(self) -> tuple[re.Pattern[str], ...]:
         """The citation patterns, compiled once (validated when the options were made)."""
         return tuple(re.compile(pattern) for pattern in self.citation_patterns)
