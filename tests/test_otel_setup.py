@@ -189,15 +189,20 @@ def test_configure_from_env_sends_traces_metrics_and_events_over_otlp(receiver: 
     assert_scored_over_otlp(servicer)
 
 
+@pytest.mark.parametrize("background", ["false", "true"])
 def test_opentelemetry_instrument_scores_with_zero_code_when_selected(
-    receiver: tuple[Receiver, int], tmp_path: Path
+    receiver: tuple[Receiver, int], tmp_path: Path, background: str
 ) -> None:
     servicer, port = receiver
     app = tmp_path / "app.py"
     app.write_text(APP)
     result = subprocess.run(
         [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-        env=otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
+        env=otlp_env(
+            port,
+            OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME,
+            RAG_CONFIDENCE_BACKGROUND_SCORING=background,
+        ),
         capture_output=True,
         text=True,
         timeout=120,

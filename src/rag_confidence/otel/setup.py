@@ -26,12 +26,20 @@ from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions
 from .processor import ConfidenceSpanProcessor
 
-__all__ = ["ENV_CONFIG", "RagConfidenceConfigurator", "Telemetry", "configure_from_env"]
+__all__ = [
+    "ENV_BACKGROUND_SCORING",
+    "ENV_CONFIG",
+    "RagConfidenceConfigurator",
+    "Telemetry",
+    "configure_from_env",
+]
 
 _logger = logging.getLogger(__name__)
 
 #: Path of a JSON scoring config (camelCase, as for ``compute_confidence``) used by the zero-code setup.
 ENV_CONFIG = "RAG_CONFIDENCE_CONFIG"
+#: ``true`` scores answers on a background thread (``background_scoring=True``) in the zero-code setup.
+ENV_BACKGROUND_SCORING = "RAG_CONFIDENCE_BACKGROUND_SCORING"
 _CONFIGURATOR_ENV = "OTEL_PYTHON_CONFIGURATOR"
 _EXPORTER_ENVS = {
     "traces": "OTEL_TRACES_EXPORTER",
@@ -74,7 +82,8 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
 
     Selected, it configures traces, metrics and logs from the ``OTEL_*`` variables (defaulting each
     ``OTEL_*_EXPORTER`` to ``otlp``, as ``opentelemetry-distro`` does) and wraps the exporting span processors
-    in a :class:`ConfidenceSpanProcessor`; ``RAG_CONFIDENCE_CONFIG`` may name a JSON scoring config file. Not
+    in a :class:`ConfidenceSpanProcessor`; ``RAG_CONFIDENCE_CONFIG`` may name a JSON scoring config file and
+    ``RAG_CONFIDENCE_BACKGROUND_SCORING=true`` moves scoring off the application threads. Not
     selected (another configurator may be loaded first, or none named), it behaves exactly like the SDK's
     default configurator, so installing rag-confidence changes nothing by itself.
     """
@@ -83,7 +92,8 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
         if os.environ.get(_CONFIGURATOR_ENV, "").strip() != semconv.CONFIGURATOR_NAME:
             super()._configure(**kwargs)  # type: ignore[no-untyped-call]
             return
-        _configure_sdk(self, _ProcessorFactory(config=_config_from_env()), kwargs)
+        options = {"background_scoring": _flag(ENV_BACKGROUND_SCORING)}
+        _configure_sdk(self, _ProcessorFactory(config=_config_from_env(), options=options), kwargs)
 
 
 def configure_from_env(
@@ -187,6 +197,10 @@ def _config_from_env() -> dict[str, Any] | None:
     if not isinstance(loaded, dict):
         raise ConfigValidationError(f"{ENV_CONFIG}={path!r} must hold a JSON object", path=ENV_CONFIG)
     return loaded
+
+
+def _flag(variable: str) -> bool:
+    return os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _singular(signal: str) -> str:

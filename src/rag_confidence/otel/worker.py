@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -15,6 +16,7 @@ __all__ = ["BackgroundWorker"]
 _logger = logging.getLogger(__name__)
 
 Job = Callable[[], None]
+_EXIT_FLUSH_S = 10.0
 
 
 class BackgroundWorker:
@@ -77,6 +79,11 @@ class BackgroundWorker:
 
     def _start(self) -> None:
         # Called with the condition held. After a fork the parent's thread is gone; its queued jobs are kept.
+        if not self._pid:
+            # atexit runs handlers last-registered-first: registered on first use, after the application set up
+            # its meter and logger providers, this drains the queue before they shut down, so the metrics and
+            # events of the last answers are still exported.
+            atexit.register(self.flush, _EXIT_FLUSH_S)
         self._pid = os.getpid()
         self._running = 0
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
