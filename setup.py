@@ -16,9 +16,11 @@ import sys
 
 from setuptools import setup
 
-# Modules that only compute on plain data. Models, validation closures and OpenTelemetry code stay Python.
+# Modules that only compute on plain data (and the plain-data validator). Models and OpenTelemetry code stay
+# Python.
 COMPILED = [
     "src/rag_confidence/scoring/_js.py",
+    "src/rag_confidence/scoring/_plain.py",
     "src/rag_confidence/scoring/warnings.py",
     "src/rag_confidence/scoring/labels.py",
     "src/rag_confidence/scoring/policy.py",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rag_confidence import compute_confidence
+from rag_confidence.errors import ConfigValidationError
 
 
 def cand(score: float, methods: dict[str, float] | None = None, **extra: Any) -> dict[str, Any]:
@@ -346,3 +347,18 @@ def test_production_preset_requires_evaluator_signals() -> None:
     )
     assert card.recommended_action == "review"
     assert card.meta.missing_signals == ["faithfulnessScore", "answerRelevanceScore"]
+
+
+def test_a_config_dict_changed_in_place_is_not_served_from_the_cache() -> None:
+    inputs = {
+        "supportLevel": "high",
+        "hasConflict": False,
+        "candidates": [cand(0.9, documentId=f"d{i}") for i in range(3)],
+    }
+    config: dict[str, Any] = {"actionPolicy": {"answerAt": 65}}
+    assert compute_confidence(inputs, config).recommended_action == "answer"
+    config["actionPolicy"]["answerAt"] = 101  # same dict object, new content
+    assert compute_confidence(inputs, config).recommended_action == "review"
+    config["retrieval"] = {"topK": 0}
+    with pytest.raises(ConfigValidationError):
+        compute_confidence(inputs, config)

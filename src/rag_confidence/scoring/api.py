@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,29 +58,31 @@ def compute_confidence(inputs: InputsLike, config: ConfigLike = None) -> Confide
     return scorecard_model(score_plain(plain_inputs(inputs), _prepared(config)))
 
 
-_PREPARED_CACHE: dict[str, PreparedConfig] = {}
+_PREPARED_CACHE: dict[int, tuple[dict[str, Any], PreparedConfig]] = {}
 _PREPARED_CACHE_SIZE = 256
 
 
 def _prepared(config: ConfigLike) -> PreparedConfig:
-    """The prepared form of a config, reusing earlier work for an equal plain-dict config.
+    """The prepared form of a config, reusing earlier work for the same plain-dict config.
 
-    Callers commonly pass the same config dict literal on every call; validating and resolving it each time
-    would cost more than scoring. A plain dict's ``repr`` (computed in C) identifies its content exactly for
-    the JSON-like values a config holds, so it is the cache key; other config types are not cached.
+    Callers commonly pass the same config dict on every call; validating and resolving it each time would cost
+    more than scoring. The cache is keyed by the dict's identity and checked by equality against a deep copy
+    taken when it was prepared, so a dict changed in place (or a new dict at a recycled address) is prepared
+    afresh. Configs holding NaN never compare equal and are simply not reused. Other config types (models,
+    mappings) are prepared on every call.
     """
     if config is None:
         return DEFAULT_PREPARED
-    key = repr(config) if type(config) is dict else None
-    if key is not None:
-        cached = _PREPARED_CACHE.get(key)
-        if cached is not None:
-            return cached
+    if type(config) is not dict:
+        return prepare_config(plain_config(config))
+    key = id(config)
+    entry = _PREPARED_CACHE.get(key)
+    if entry is not None and entry[0] == config:
+        return entry[1]
     prepared = prepare_config(plain_config(config))
-    if key is not None:
-        if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
-            _PREPARED_CACHE.clear()
-        _PREPARED_CACHE[key] = prepared
+    if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
+        _PREPARED_CACHE.clear()
+    _PREPARED_CACHE[key] = (copy.deepcopy(config), prepared)
     return prepared
 
 
