@@ -271,3 +271,66 @@ def test_mark_answer_makes_a_nested_span_its_own_answer(setup: Setup) -> None:
     expected = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": CANDIDATES})
     assert (spans["turn"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
     assert semconv.RAG_CONFIDENCE_TOTAL not in (spans["session"].attributes or {})
+
+
+def test_nested_decorated_answers_each_score_their_own_spans(setup: Setup) -> None:
+    inner_docs = [{"id": "inner-1", "score": 0.42}]
+    inner_retrieval = {**RETRIEVAL, semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps(inner_docs)}
+
+    @setup.decorate(name="inner", signals=lambda result: {"supportLevel": "low"})
+    def inner() -> str:
+        with setup.tracer.start_as_current_span("inner.retrieve", attributes=inner_retrieval):
+            pass
+        return "inner"
+
+    @setup.decorate(name="outer", signals=lambda result: {"supportLevel": "high"})
+    def outer() -> str:
+        with setup.tracer.start_as_current_span("outer.retrieve", attributes=RETRIEVAL):
+            pass
+        inner()  # a sub-answer (an agent's tool call that answers on its own)
+        return "outer"
+
+    outer()
+    spans = setup.spans()
+    expected_inner = compute_confidence(
+        {
+            "supportLevel": "low",
+            "candidates": [
+                {
+                    "retrievalScores": {"vector": 0.42},
+                    "combinedScore": 0.42,
+                    "documentId": "inner-1",
+                    "rank": 1,
+                }
+            ],
+        }
+    )
+    expected_outer = compute_confidence({"supportLevel": "high", "candidates": CANDIDATES})
+    assert (spans["inner"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == expected_inner.total
+    # The inner answer's retrieval belongs to the inner answer only.
+    assert (spans["outer"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == expected_outer.total
+    assert (spans["outer"].attributes or {})[semconv.RAG_CONFIDENCE_CANDIDATES] == 2
+    assert setup.score_count() == 2
+
+
+def test_decorator_metrics_carry_exemplars_of_the_answer_span(setup: Setup) -> None:
+    @setup.decorate(name="answer", signals=lambda result: {"supportLevel": "medium"})
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        return "text"
+
+    answer()
+    span = setup.spans()["answer"]
+    data = setup.reader.get_metrics_data()
+    assert data is not None and span.context is not None
+    (point,) = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.METRIC_SCORE
+        for point in metric.data.data_points
+    ]
+    (exemplar,) = point.exemplars
+    assert (exemplar.trace_id, exemplar.span_id) == (span.context.trace_id, span.context.span_id)
