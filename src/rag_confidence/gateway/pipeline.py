@@ -20,7 +20,7 @@ from ..scoring.models import ConfidenceScorecard
 from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
 from .assembly import AssemblyWindow
-from .spans import has_valid_ids, set_attributes, to_record
+from .spans import has_valid_ids, may_hold_answer, set_attributes, to_record
 
 _logger = logging.getLogger(__name__)
 
@@ -76,7 +76,14 @@ class TracePipeline:
 
     def prepare(self, request: ExportTraceServiceRequest) -> Prepared:
         prepared = Prepared(request)
+        scoring = self._scorer is not None
+        # Without the window a request is all the gateway sees of a trace, so a trace none of whose spans is a
+        # retrieval or a marked answer holds no answer (the find_answers rules) and needs no records at all:
+        # most of a service's traffic is forwarded after reading a few attribute keys per span. The window
+        # may complete such a trace with spans of a later request, so there every span is kept as a record.
+        screen = scoring and self._window is None
         by_trace: dict[bytes, list[ProtoSpan]] = {}
+        answering: set[bytes] = set()
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 spans = scope_spans.spans
@@ -85,23 +92,30 @@ class TracePipeline:
                     if not has_valid_ids(spans[index]):
                         del spans[index]
                         prepared.rejected += 1
-                if self._scorer is not None:
-                    for span in spans:
-                        by_trace.setdefault(span.trace_id, []).append(span)
+                if not scoring:
+                    continue
+                for span in spans:
+                    trace_id = span.trace_id
+                    trace_spans = by_trace.get(trace_id)
+                    if trace_spans is None:
+                        trace_spans = by_trace[trace_id] = []
+                    trace_spans.append(span)
+                    if screen and trace_id not in answering and may_hold_answer(span):
+                        answering.add(trace_id)
         if self._scorer is not None and by_trace:
             if self._window is None:  # one pass over all traces: find_answers keys spans by (trace, span) id
-                self._score_trace(
-                    self._scorer, [span for spans in by_trace.values() for span in spans], prepared
-                )
+                candidates = [
+                    span for trace_id, spans in by_trace.items() if trace_id in answering for span in spans
+                ]
+                if candidates:
+                    self._score_trace(self._scorer, candidates, prepared)
             else:
                 for trace_spans in by_trace.values():
                     self._score_trace(self._scorer, trace_spans, prepared)
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
-        # Lazy views are fine within the request; the window keeps records longer, so it gets copies.
-        lazy = self._window is None
-        records = [to_record(span, lazy=lazy) for span in spans]
+        records = [to_record(span) for span in spans]
         context: list[SpanRecord] = records
         if self._window is not None:
             size = sum(span.ByteSize() for span in spans)

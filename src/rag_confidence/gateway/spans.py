@@ -14,6 +14,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
 
+from ..signals.answers import ANSWER_HINT_KEYS
+from ..signals.answers import may_hold_answer as signals_may_hold_answer
 from ..signals.records import EventRecord, SpanRecord
 
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
@@ -31,6 +33,8 @@ _STATUS_NAMES = {
     Status.STATUS_CODE_OK: "OK",
     Status.STATUS_CODE_ERROR: "ERROR",
 }
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
 _MAX_DEPTH = 16  # nested arrays/kvlists deeper than this are not signal data; stop rather than recurse
 
 
@@ -46,100 +50,60 @@ def span_count(request: ExportTraceServiceRequest) -> int:
 
 def has_valid_ids(span: ProtoSpan) -> bool:
     """OTLP ids: 16-byte trace id and 8-byte span id, not all zero; parent span id empty or 8 bytes."""
+    # Each field read copies bytes out of the message: read each once.
+    trace_id = span.trace_id
+    span_id = span.span_id
     return (
-        len(span.trace_id) == 16
-        and len(span.span_id) == 8
-        and any(span.trace_id)
-        and any(span.span_id)
+        len(trace_id) == 16
+        and len(span_id) == 8
+        and trace_id != _ZERO_TRACE_ID
+        and span_id != _ZERO_SPAN_ID
         and len(span.parent_span_id) in (0, 8)
     )
 
 
-class ProtoAttributes(Mapping[str, Any]):
-    """A read-only mapping over a protobuf attribute list, converting values only when they are read.
-
-    Most spans a gateway sees are never read beyond a few keys (is it an answer? a retrieval?), so converting
-    every value of every span up front (document contents included) would dominate the cost of plain traffic.
-    """
-
-    __slots__ = ("_items", "_index", "_cache")
-
-    def __init__(self, items: Sequence[KeyValue]) -> None:
-        self._items = items
-        self._index: dict[str, int] | None = None
-        self._cache: dict[str, Any] = {}
-
-    def _keys(self) -> dict[str, int]:
-        if self._index is None:
-            # A repeated key keeps its last position, like dict assignment; empty values are left out.
-            index = {item.key: position for position, item in enumerate(self._items)}
-            self._index = {
-                key: position for key, position in index.items() if self._items[position].HasField("value")
-            }
-        return self._index
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self._cache:
-            return self._cache[key]
-        position = self._keys()[key]
-        value = any_value_to_python(self._items[position].value)
-        if value is None:
-            raise KeyError(key)
-        self._cache[key] = value
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        # Mapping.get goes through __getitem__ and a KeyError per miss; misses are the common case here.
-        if key in self._cache:
-            return self._cache[key]
-        position = self._keys().get(key)
-        if position is None:
-            return default
-        value = any_value_to_python(self._items[position].value)
-        if value is None:
-            return default
-        self._cache[key] = value
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str) or key not in self._keys():
-            return False
-        try:
-            self[key]
-        except KeyError:
-            return False
-        return True
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key in self._keys() if key in self)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+def may_hold_answer(span: ProtoSpan) -> bool:
+    """:func:`rag_confidence.signals.may_hold_answer` on a protobuf span, converting only the values of
+    :data:`~rag_confidence.signals.ANSWER_HINT_KEYS`: the cheap test that lets plain traces skip records."""
+    # This runs for every span of plain traffic. Iterating a upb repeated field costs an exception at its end
+    # (no native iterator), so empty fields are checked by length and full ones copied out by a slice.
+    attributes = span.attributes
+    hints = [item for item in attributes[:] if item.key in ANSWER_HINT_KEYS] if len(attributes) else []
+    events = span.events
+    has_events = len(events) > 0
+    if not hints and not has_events:
+        return False
+    # The same conversion records get (attributes_to_dict), so the screen and the rules see the same values.
+    names = [event.name for event in events[:]] if has_events else []
+    return signals_may_hold_answer(attributes_to_dict(hints), names)
 
 
-def to_record(span: ProtoSpan, *, lazy: bool = True) -> SpanRecord:
+def to_record(span: ProtoSpan) -> SpanRecord:
     """View a protobuf span (with valid ids, see :func:`has_valid_ids`) as a :class:`SpanRecord`.
 
-    ``lazy`` attributes read the protobuf on demand (the span must outlive the record and not change under
-    it); otherwise they are copied into dicts, for records kept beyond the request (the assembly window).
+    Attributes are converted into dicts up front: records are built only for traces that may hold an answer
+    (:func:`may_hold_answer`), and answer detection and signal extraction then read each span's attributes
+    a dozen times, which a plain dict answers fastest.
     """
-    convert = ProtoAttributes if lazy else attributes_to_dict
     parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0
     flags = span.flags
+    events = span.events
     return SpanRecord(
         trace_id=int.from_bytes(span.trace_id, "big"),
         span_id=int.from_bytes(span.span_id, "big"),
         parent_span_id=parent or None,
         name=span.name,
-        attributes=convert(span.attributes),
+        attributes=attributes_to_dict(span.attributes),
         events=tuple(
             EventRecord(
                 name=event.name,
-                attributes=convert(event.attributes),
+                attributes=attributes_to_dict(event.attributes),
                 timestamp=event.time_unix_nano,
             )
-            for event in span.events
-        ),
+            for event in events
+        )
+        if events
+        else (),
         start_time=span.start_time_unix_nano or None,
         end_time=span.end_time_unix_nano or None,
         parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
@@ -149,12 +113,14 @@ def to_record(span: ProtoSpan, *, lazy: bool = True) -> SpanRecord:
 
 
 def attributes_to_dict(attributes: Sequence[KeyValue]) -> dict[str, Any]:
-    """Attribute list to a dict; empty values are left out, and a repeated key keeps its last value."""
+    """Attribute list to a dict. A repeated key keeps its last value (OTLP forbids repeats; a producer that
+    sends them means the later one); a value that is empty, or of a kind we do not read, leaves its key out."""
+    last = {item.key: item.value for item in attributes}
     result: dict[str, Any] = {}
-    for item in attributes:
-        value = any_value_to_python(item.value)
-        if value is not None:
-            result[item.key] = value
+    for key, value in last.items():
+        converted = any_value_to_python(value)
+        if converted is not None:
+            result[key] = converted
     return result
 
 

@@ -15,11 +15,13 @@ One module per convention: :mod:`.openinference`, :mod:`.genai`, :mod:`.openllme
 """
 
 from .answers import (
+    ANSWER_HINT_KEYS,
     AnswerGroup,
     find_answers,
     is_local_root,
     is_marked_answer,
     is_retrieval_span,
+    may_hold_answer,
     may_produce_answer,
 )
 from .extract import ExtractedSignals, extract_signals
@@ -34,6 +36,7 @@ from .options import (
 from .records import EventRecord, SpanRecord, records_from_readable_spans
 
 __all__ = [
+    "ANSWER_HINT_KEYS",
     "ATTRIBUTE_BY_KEYWORD",
     "DEFAULT_ANSWER_KEYS",
     "DEFAULT_CITATION_PATTERNS",
@@ -49,6 +52,7 @@ __all__ = [
     "is_local_root",
     "is_marked_answer",
     "is_retrieval_span",
+    "may_hold_answer",
     "may_produce_answer",
     "records_from_readable_spans",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -15,7 +15,8 @@ MAX_JSON_CHARS = 1_000_000
 # The C scanner ``json.loads`` ends in. ``loads`` adds a regex for surrounding whitespace and two Python-level
 # calls, which cost more than scanning a short metadata object: text without surrounding whitespace goes
 # straight to the scanner, anything else through ``json.loads`` (same result, same errors).
-_SCAN = json.JSONDecoder().scan_once
+# (An instance attribute the stubs do not declare.)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def loads_json(text: str) -> Any:

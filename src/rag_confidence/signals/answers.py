@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .. import semconv
 from .records import SpanRecord
@@ -47,6 +47,19 @@ class AnswerGroup:
         return any(is_retrieval_span(span) for span in self.spans)
 
 
+# Every attribute key the two span rules below read: a span with none of them (and no event) is neither a
+# retrieval nor a marked answer, whatever its values. Callers that must decide for many spans cheaply (the
+# gateway on plain traffic, the span processor) read just these keys and call :func:`may_hold_answer`.
+ANSWER_HINT_KEYS: frozenset[str] = frozenset(
+    {
+        semconv.RAG_ANSWER,
+        semconv.RAG_RETRIEVAL_METHOD,
+        semconv.OPENINFERENCE_SPAN_KIND,
+        semconv.GEN_AI_OPERATION_NAME,
+    }
+)
+
+
 def is_marked_answer(span: SpanRecord) -> bool:
     """True when the span carries ``rag.answer = true`` (the decorator and ``mark_answer()`` set it)."""
     return span.attributes.get(semconv.RAG_ANSWER) is True
@@ -59,7 +72,26 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     ``vector_db_retrieve`` task spans and vector-DB spans with ``db.query.result``/``db.search.result``
     events; any span with our ``rag.retrieval.method``.
     """
-    attributes = span.attributes
+    return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
+
+
+def may_hold_answer(attributes: Mapping[str, Any], event_names: Iterable[Any] = ()) -> bool:
+    """True when a span with these attributes and event names is a retrieval or a marked answer, exactly as
+    ``is_marked_answer(span) or is_retrieval_span(span)`` decide: such a span makes its trace worth scoring.
+
+    Only the :data:`ANSWER_HINT_KEYS` of ``attributes`` are read, so a caller may pass just those (the gateway
+    reads them out of protobuf spans without converting anything else). A trace none of whose spans passes
+    holds no answer (see :func:`find_answers`) and can be forwarded without building records.
+
+    >>> may_hold_answer({"http.route": "/items"})
+    False
+    >>> may_hold_answer({"openinference.span.kind": "RETRIEVER"}), may_hold_answer({}, ["db.query.result"])
+    (True, True)
+    """
+    return attributes.get(semconv.RAG_ANSWER) is True or _is_retrieval(attributes, event_names)
+
+
+def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> bool:
     # Values can be anything a producer sent (lists included): compare strings only.
     kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
     if isinstance(kind, str) and kind in _RETRIEVAL_KINDS:
@@ -69,7 +101,7 @@ def is_retrieval_span(span: SpanRecord) -> bool:
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
-    return any(isinstance(event.name, str) and event.name in _RESULT_EVENTS for event in span.events)
+    return any(isinstance(name, str) and name in _RESULT_EVENTS for name in event_names)
 
 
 def is_local_root(span: SpanRecord, span_ids: Iterable[int] | None = None) -> bool:

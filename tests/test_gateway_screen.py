@@ -1,0 +1,213 @@
+"""The gateway's screen: traces that cannot hold an answer are forwarded without records or scoring.
+
+The screen (``gateway.spans.may_hold_answer``, ``signals.may_hold_answer``) must agree exactly with the answer
+rules (``is_marked_answer``/``is_retrieval_span`` per span, ``find_answers`` per trace), or answers would go
+unscored. Fuzzed protobuf spans cover every AnyValue kind, empty values, repeated keys and event names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from rag_confidence import semconv
+from rag_confidence.gateway import pipeline as pipeline_module
+from rag_confidence.gateway.pipeline import TracePipeline
+from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, may_hold_answer, to_record
+from rag_confidence.otel.answer_scoring import AnswerScorer
+from rag_confidence.signals import (
+    ANSWER_HINT_KEYS,
+    find_answers,
+    is_marked_answer,
+    is_retrieval_span,
+)
+from rag_confidence.signals import may_hold_answer as signals_may_hold_answer
+
+KEYS = [
+    *sorted(ANSWER_HINT_KEYS),
+    semconv.RAG_SIGNAL_SUPPORT_LEVEL,
+    "retrieval.documents.0.document.id",
+    "retrieval.documents.0.document.score",
+    "http.route",
+]
+STRINGS = [
+    "RETRIEVER",
+    "RERANKER",
+    "LLM",
+    "retrieval",
+    "vector_db_retrieve",
+    "chat",
+    "true",
+    "doc-1",
+    "",
+]
+EVENT_NAMES = [
+    semconv.DB_QUERY_RESULT,
+    semconv.DB_SEARCH_RESULT,
+    semconv.GEN_AI_EVALUATION_RESULT,
+    "exception",
+]
+
+
+def _any_value(kind: str, payload: Any) -> AnyValue:
+    value = AnyValue()
+    if kind == "string":
+        value.string_value = payload
+    elif kind == "bool":
+        value.bool_value = payload
+    elif kind == "int":
+        value.int_value = payload
+    elif kind == "double":
+        value.double_value = payload
+    elif kind == "bytes":
+        value.bytes_value = payload.encode()
+    elif kind == "array":
+        value.array_value.values.add().string_value = payload
+    elif kind == "kvlist":
+        value.kvlist_value.values.add(key="k").value.string_value = payload
+    elif kind == "strindex":
+        value.string_value_strindex = 3
+    # "empty": no value kind set at all
+    return value
+
+
+any_values = st.one_of(
+    st.tuples(st.just("string"), st.sampled_from(STRINGS)),
+    st.tuples(st.just("bool"), st.booleans()),
+    st.tuples(st.just("int"), st.integers(-3, 3)),
+    st.tuples(st.just("double"), st.floats(allow_nan=False)),
+    st.tuples(st.sampled_from(["bytes", "array", "kvlist"]), st.sampled_from(STRINGS)),
+    st.tuples(st.sampled_from(["strindex", "empty"]), st.none()),
+).map(lambda pair: _any_value(*pair))
+# Lists, not dicts: repeated keys (which OTLP forbids and producers still send) are part of the test.
+attribute_lists = st.lists(st.tuples(st.sampled_from(KEYS), st.one_of(any_values, st.none())), max_size=6)
+
+
+@st.composite
+def proto_spans(draw: st.DrawFn, trace: int, span: int, parent: int | None) -> ProtoSpan:
+    proto = ProtoSpan(
+        trace_id=trace.to_bytes(16, "big"),
+        span_id=span.to_bytes(8, "big"),
+        parent_span_id=parent.to_bytes(8, "big") if parent else b"",
+        name=f"span {span}",
+        end_time_unix_nano=draw(st.integers(1, 100)),
+    )
+    for key, value in draw(attribute_lists):
+        item = proto.attributes.add(key=key)
+        if value is not None:  # None: a KeyValue without its value field
+            item.value.CopyFrom(value)
+    for name in draw(st.lists(st.sampled_from(EVENT_NAMES), max_size=2)):
+        proto.events.add(name=name)
+    return proto
+
+
+@st.composite
+def proto_traces(draw: st.DrawFn) -> list[ProtoSpan]:
+    spans = []
+    for trace in (1, 2, 3):
+        count = draw(st.integers(1, 5))
+        for span in range(1, count + 1):
+            parent = draw(st.one_of(st.none(), st.integers(1, count))) if span > 1 else None
+            spans.append(draw(proto_spans(trace, span, parent)))
+    return spans
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto_traces())
+def test_screen_agrees_with_the_answer_rules_span_by_span_and_trace_by_trace(spans: list[ProtoSpan]) -> None:
+    records = [to_record(span) for span in spans]
+    for span, record in zip(spans, records, strict=True):
+        assert may_hold_answer(span) == (is_marked_answer(record) or is_retrieval_span(record))
+    for trace in (1, 2, 3):
+        members = [
+            (span, record) for span, record in zip(spans, records, strict=True) if record.trace_id == trace
+        ]
+        screened = any(may_hold_answer(span) for span, _ in members)
+        assert screened == bool(find_answers([record for _, record in members]))
+
+
+hint_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.sampled_from(STRINGS),
+    st.lists(st.sampled_from(STRINGS), max_size=2).map(tuple),
+)
+other_keys = st.sampled_from(["http.route", "rag.signal.support_level", "retrieval.documents.0.document.id"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(st.sampled_from(sorted(ANSWER_HINT_KEYS)), other_keys), hint_values, max_size=6
+    ),
+    st.lists(st.one_of(st.sampled_from(EVENT_NAMES), st.integers()), max_size=3),
+)
+def test_only_the_hint_keys_decide(attributes: dict[str, Any], event_names: list[Any]) -> None:
+    hinted = {key: value for key, value in attributes.items() if key in ANSWER_HINT_KEYS}
+    assert signals_may_hold_answer(attributes, event_names) == signals_may_hold_answer(hinted, event_names)
+
+
+def test_repeated_keys_keep_the_last_value_and_empty_values_are_absent() -> None:
+    items = [
+        KeyValue(key="a", value=AnyValue(int_value=1)),
+        KeyValue(key="b", value=AnyValue(int_value=1)),
+        KeyValue(key="a", value=AnyValue(int_value=2)),
+        KeyValue(key="b"),
+        KeyValue(key="c", value=AnyValue(string_value_strindex=4)),
+    ]
+    assert attributes_to_dict(items) == {"a": 2}
+
+
+def _request(spans: list[ProtoSpan]) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.extend(spans)
+    return request
+
+
+def _plain_trace(trace: int) -> list[ProtoSpan]:
+    root = ProtoSpan(trace_id=trace.to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="GET /items")
+    child = ProtoSpan(
+        trace_id=root.trace_id, span_id=(2).to_bytes(8, "big"), parent_span_id=root.span_id, name="db"
+    )
+    child.attributes.add(key="db.system").value.string_value = "postgresql"
+    return [child, root]
+
+
+def _rag_trace(trace: int) -> list[ProtoSpan]:
+    child, root = _plain_trace(trace)
+    child.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "RETRIEVER"
+    child.attributes.add(key="retrieval.documents.0.document.id").value.string_value = "doc-1"
+    child.attributes.add(key="retrieval.documents.0.document.score").value.double_value = 0.8
+    return [child, root]
+
+
+def test_only_traces_that_may_hold_an_answer_get_records(monkeypatch: Any) -> None:
+    built: list[int] = []
+    real_to_record = pipeline_module.to_record
+
+    def counting_to_record(span: ProtoSpan) -> Any:  # a spy: the real conversion, counted
+        built.append(int.from_bytes(span.trace_id, "big"))
+        return real_to_record(span)
+
+    monkeypatch.setattr(pipeline_module, "to_record", counting_to_record)
+    spans = [*_plain_trace(1), *_rag_trace(2), *_plain_trace(3)]
+    request = _request(spans)
+    before = {span.span_id + span.trace_id: span.SerializeToString() for span in iter_spans(request)}
+    prepared = TracePipeline(AnswerScorer()).prepare(request)
+
+    assert sorted(set(built)) == [2]
+    assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
+    after = list(iter_spans(prepared.request))
+    assert len(after) == len(spans)
+    for span in after:
+        trace = int.from_bytes(span.trace_id, "big")
+        if trace == 2 and not span.parent_span_id:
+            assert semconv.RAG_CONFIDENCE_TOTAL in attributes_to_dict(span.attributes)
+        else:  # every other span is forwarded byte for byte as received
+            assert span.SerializeToString() == before[span.span_id + span.trace_id]
