@@ -49,7 +49,7 @@ def compute_confidence(inputs: InputsLike, config: ConfigLike = None) -> Confide
     ...     ],
     ... })
     >>> card.total, card.label, card.recommended_action
-    (81, 'Moderate', 'review')
+    (94, 'Strong', 'answer')
 
     Raises :class:`~rag_confidence.errors.ConfigValidationError` for an invalid config (always) and
     :class:`~rag_confidence.errors.InputValidationError` for wrongly typed inputs, or for any input warning

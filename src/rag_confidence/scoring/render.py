@@ -17,7 +17,7 @@ def render_scorecard(card: ConfidenceScorecard) -> str:
     >>> from rag_confidence import compute_confidence
     >>> card = compute_confidence({"supportLevel": "low", "candidates": [], "hasConflict": False})
     >>> print(render_scorecard(card).splitlines()[0])
-    confidence 9/100  Insufficient (red)  ->  abstain
+    confidence 8/100  Insufficient (red)  ->  abstain
     """
     lines = [
         f"confidence {_number(card.total)}/100  {card.label} ({card.label_color})  ->  {card.recommended_action}",
