@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -18,7 +19,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from rag_confidence import semconv
 from rag_confidence.gateway import pipeline as pipeline_module
 from rag_confidence.gateway.pipeline import TracePipeline
-from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, may_hold_answer, to_record
+from rag_confidence.gateway.screen import Screen, may_hold_answer
+from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, to_record
 from rag_confidence.otel.answer_scoring import AnswerScorer
 from rag_confidence.signals import (
     ANSWER_HINT_KEYS,
@@ -131,6 +133,22 @@ def test_screen_agrees_with_the_answer_rules_span_by_span_and_trace_by_trace(spa
         assert screened == bool(find_answers([record for _, record in members]))
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto_traces(), st.booleans())
+def test_the_body_check_only_skips_what_no_span_can_pass_on(spans: list[ProtoSpan], plain_keys: bool) -> None:
+    if plain_keys:  # bodies without any hint key (or result event) are the case the body check is for
+        for span in spans:
+            kept = [item for item in span.attributes if item.key not in ANSWER_HINT_KEYS]
+            del span.attributes[:]
+            span.attributes.extend(kept)
+    payload = _request(spans).SerializeToString()
+    screen = Screen(payload)
+    for span in spans:
+        assert screen.may_hold_answer(span) == may_hold_answer(span)
+    if not screen.needed:
+        assert not any(may_hold_answer(span) for span in spans)
+
+
 hint_values = st.one_of(
     st.none(),
     st.booleans(),
@@ -187,7 +205,7 @@ def _rag_trace(trace: int) -> list[ProtoSpan]:
     return [child, root]
 
 
-def test_only_traces_that_may_hold_an_answer_get_records(monkeypatch: Any) -> None:
+def _spy_on_records(monkeypatch: Any) -> list[int]:
     built: list[int] = []
     real_to_record = pipeline_module.to_record
 
@@ -196,10 +214,17 @@ def test_only_traces_that_may_hold_an_answer_get_records(monkeypatch: Any) -> No
         return real_to_record(span)
 
     monkeypatch.setattr(pipeline_module, "to_record", counting_to_record)
+    return built
+
+
+@pytest.mark.parametrize("with_body", [True, False])
+def test_only_traces_that_may_hold_an_answer_get_records(monkeypatch: Any, with_body: bool) -> None:
+    built = _spy_on_records(monkeypatch)
     spans = [*_plain_trace(1), *_rag_trace(2), *_plain_trace(3)]
     request = _request(spans)
+    payload = request.SerializeToString() if with_body else None
     before = {span.span_id + span.trace_id: span.SerializeToString() for span in iter_spans(request)}
-    prepared = TracePipeline(AnswerScorer()).prepare(request)
+    prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
 
     assert sorted(set(built)) == [2]
     assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
@@ -211,3 +236,13 @@ def test_only_traces_that_may_hold_an_answer_get_records(monkeypatch: Any) -> No
             assert semconv.RAG_CONFIDENCE_TOTAL in attributes_to_dict(span.attributes)
         else:  # every other span is forwarded byte for byte as received
             assert span.SerializeToString() == before[span.span_id + span.trace_id]
+
+
+def test_a_body_without_hint_keys_or_result_events_is_forwarded_without_screening(monkeypatch: Any) -> None:
+    built = _spy_on_records(monkeypatch)
+    request = _request([*_plain_trace(1), *_plain_trace(2)])
+    payload = request.SerializeToString()
+    assert not Screen(payload).needed
+    prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
+    assert built == [] and prepared.scored == [] and prepared.forwarded == 4
+    assert prepared.request.SerializeToString() == payload

@@ -20,7 +20,8 @@ from ..scoring.models import ConfidenceScorecard
 from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
 from .assembly import AssemblyWindow
-from .spans import has_valid_ids, may_hold_answer, set_attributes, to_record
+from .screen import Screen
+from .spans import has_valid_ids, set_attributes, to_record
 
 _logger = logging.getLogger(__name__)
 
@@ -74,14 +75,15 @@ class TracePipeline:
         self._scorer = scorer
         self._window = window
 
-    def prepare(self, request: ExportTraceServiceRequest) -> Prepared:
+    def prepare(self, request: ExportTraceServiceRequest, payload: bytes | None = None) -> Prepared:
+        """Validate, group and score ``request`` in place; ``payload`` is its body when it came as protobuf
+        (it lets the screen skip fields no span can pass on, see :mod:`.screen`)."""
         prepared = Prepared(request)
-        scoring = self._scorer is not None
-        # Without the window a request is all the gateway sees of a trace, so a trace none of whose spans is a
-        # retrieval or a marked answer holds no answer (the find_answers rules) and needs no records at all:
-        # most of a service's traffic is forwarded after reading a few attribute keys per span. The window
-        # may complete such a trace with spans of a later request, so there every span is kept as a record.
-        screen = scoring and self._window is None
+        # Without the window a request is all the gateway sees of a trace, so a trace with no retrieval and no
+        # marked answer holds no answer and needs no records at all. The window may complete such a trace
+        # with spans of a later request, so there every span becomes a record.
+        screen = Screen(payload) if self._scorer is not None and self._window is None else None
+        group = self._scorer is not None and (screen is None or screen.needed)
         by_trace: dict[bytes, list[ProtoSpan]] = {}
         answering: set[bytes] = set()
         for resource_spans in request.resource_spans:
@@ -92,7 +94,7 @@ class TracePipeline:
                     if not has_valid_ids(spans[index]):
                         del spans[index]
                         prepared.rejected += 1
-                if not scoring:
+                if not group:
                     continue
                 for span in spans:
                     trace_id = span.trace_id
@@ -100,18 +102,19 @@ class TracePipeline:
                     if trace_spans is None:
                         trace_spans = by_trace[trace_id] = []
                     trace_spans.append(span)
-                    if screen and trace_id not in answering and may_hold_answer(span):
+                    if screen is not None and trace_id not in answering and screen.may_hold_answer(span):
                         answering.add(trace_id)
-        if self._scorer is not None and by_trace:
-            if self._window is None:  # one pass over all traces: find_answers keys spans by (trace, span) id
-                candidates = [
-                    span for trace_id, spans in by_trace.items() if trace_id in answering for span in spans
-                ]
-                if candidates:
-                    self._score_trace(self._scorer, candidates, prepared)
-            else:
-                for trace_spans in by_trace.values():
-                    self._score_trace(self._scorer, trace_spans, prepared)
+        if self._scorer is None or not by_trace:
+            return prepared
+        if screen is not None:  # one pass over all traces: find_answers keys spans by (trace, span) id
+            candidates = [
+                span for trace_id, spans in by_trace.items() if trace_id in answering for span in spans
+            ]
+            if candidates:
+                self._score_trace(self._scorer, candidates, prepared)
+        else:
+            for trace_spans in by_trace.values():
+                self._score_trace(self._scorer, trace_spans, prepared)
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:

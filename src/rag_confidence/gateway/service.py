@@ -25,7 +25,7 @@ from ..otel.metrics import ConfidenceInstruments, span_context_as_parent
 from .admission import Admission
 from .assembly import AssemblyWindow
 from .config import GatewayConfig
-from .decode import RequestError, decompress, parse, too_large
+from .decode import CONTENT_TYPE_PROTOBUF, RequestError, decompress, parse, too_large
 from .forward import Forwarder
 from .pipeline import ANSWER_ALREADY_SCORED, ANSWER_FAILED, ANSWER_SCORED, Prepared, TracePipeline
 from .security import BearerAuth
@@ -177,7 +177,9 @@ class Gateway:
         except RequestError as error:
             return Outcome(error=error, label=outcome_of_error(error))
         try:
-            prepared = self.pipeline.prepare(request)
+            prepared = self.pipeline.prepare(
+                request, payload if content_type == CONTENT_TYPE_PROTOBUF else None
+            )
         except Exception as error:  # a bug must not cost spans: forward them as received, unscored
             _logger.error(
                 "scoring a request failed unexpectedly (%s); forwarding it unscored", type(error).__name__

@@ -14,8 +14,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
 
-from ..signals.answers import ANSWER_HINT_KEYS
-from ..signals.answers import may_hold_answer as signals_may_hold_answer
 from ..signals.records import EventRecord, SpanRecord
 
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
@@ -62,27 +60,11 @@ def has_valid_ids(span: ProtoSpan) -> bool:
     )
 
 
-def may_hold_answer(span: ProtoSpan) -> bool:
-    """:func:`rag_confidence.signals.may_hold_answer` on a protobuf span, converting only the values of
-    :data:`~rag_confidence.signals.ANSWER_HINT_KEYS`: the cheap test that lets plain traces skip records."""
-    # This runs for every span of plain traffic. Iterating a upb repeated field costs an exception at its end
-    # (no native iterator), so empty fields are checked by length and full ones copied out by a slice.
-    attributes = span.attributes
-    hints = [item for item in attributes[:] if item.key in ANSWER_HINT_KEYS] if len(attributes) else []
-    events = span.events
-    has_events = len(events) > 0
-    if not hints and not has_events:
-        return False
-    # The same conversion records get (attributes_to_dict), so the screen and the rules see the same values.
-    names = [event.name for event in events[:]] if has_events else []
-    return signals_may_hold_answer(attributes_to_dict(hints), names)
-
-
 def to_record(span: ProtoSpan) -> SpanRecord:
     """View a protobuf span (with valid ids, see :func:`has_valid_ids`) as a :class:`SpanRecord`.
 
     Attributes are converted into dicts up front: records are built only for traces that may hold an answer
-    (:func:`may_hold_answer`), and answer detection and signal extraction then read each span's attributes
+    (see :mod:`.screen`), and answer detection and signal extraction then read each span's attributes
     a dozen times, which a plain dict answers fastest.
     """
     parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0

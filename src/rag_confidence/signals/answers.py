@@ -26,7 +26,6 @@ _RETRIEVAL_KINDS = frozenset({semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPEN
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE}
 )
-_RESULT_EVENTS = frozenset({semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +57,8 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.GEN_AI_OPERATION_NAME,
     }
 )
+# Span events that make their span a retrieval (vector-DB instrumentors report one per result).
+RESULT_EVENT_NAMES: frozenset[str] = frozenset({semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT})
 
 
 def is_marked_answer(span: SpanRecord) -> bool:
@@ -101,7 +102,7 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
-    return any(isinstance(name, str) and name in _RESULT_EVENTS for name in event_names)
+    return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
 
 
 def is_local_root(span: SpanRecord, span_ids: Iterable[int] | None = None) -> bool:

@@ -1,0 +1,72 @@
+"""Which spans of a request may make their trace an answer, decided before any record is built.
+
+The rule is the signals one (:func:`rag_confidence.signals.may_hold_answer`: a retrieval span or a marked
+answer), applied to protobuf spans reading only the attribute keys it needs
+(:data:`~rag_confidence.signals.ANSWER_HINT_KEYS`) and the event names. A trace none of whose spans passes holds
+no answer, so a gateway without the assembly window forwards it untouched: most of a service's traffic costs
+a few field reads per span.
+
+A protobuf request body holds every attribute key and event name as its UTF-8 bytes. A body in which none of
+the hint keys (or none of the result event names) occurs cannot pass on them, which spares reading those
+fields span by span; a body with neither needs no screening at all. (JSON bodies may escape characters, so
+they are screened span by span.)
+"""
+
+from __future__ import annotations
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from ..signals.answers import ANSWER_HINT_KEYS, RESULT_EVENT_NAMES
+from ..signals.answers import may_hold_answer as signals_may_hold_answer
+from .spans import attributes_to_dict
+
+_KEY_BYTES = tuple(key.encode() for key in sorted(ANSWER_HINT_KEYS))
+_EVENT_BYTES = tuple(name.encode() for name in sorted(RESULT_EVENT_NAMES))
+
+
+class Screen:
+    """Screens the spans of one request; ``payload`` is its protobuf body, when it came as protobuf.
+
+    >>> Screen(b"...http.route...").needed
+    False
+    >>> Screen(b"...openinference.span.kind...").needed, Screen(None).needed
+    (True, True)
+    """
+
+    __slots__ = ("_events", "_keys")
+
+    def __init__(self, payload: bytes | None = None) -> None:
+        self._keys = payload is None or any(key in payload for key in _KEY_BYTES)
+        self._events = payload is None or any(name in payload for name in _EVENT_BYTES)
+
+    @property
+    def needed(self) -> bool:
+        """False when no span of the request can pass: nothing to screen, nothing to score."""
+        return self._keys or self._events
+
+    def may_hold_answer(self, span: ProtoSpan) -> bool:
+        """Whether ``span`` is a retrieval or a marked answer (exactly as the signals rules decide)."""
+        # Runs for every span of plain traffic. Iterating a upb repeated field ends in an exception (it has no
+        # native iterator), so fields are checked by length first and copied out by a slice.
+        hints = []
+        if self._keys:
+            attributes = span.attributes
+            if len(attributes):
+                hints = [item for item in attributes[:] if item.key in ANSWER_HINT_KEYS]
+        names: list[str] = []
+        if self._events:
+            events = span.events
+            if len(events):
+                names = [event.name for event in events[:]]
+        if not hints and not names:
+            return False
+        # The conversion records get, so the screen and the rules see the same values.
+        return signals_may_hold_answer(attributes_to_dict(hints), names)
+
+
+def may_hold_answer(span: ProtoSpan) -> bool:
+    """:func:`rag_confidence.signals.may_hold_answer` on one protobuf span."""
+    return _UNSCREENED.may_hold_answer(span)
+
+
+_UNSCREENED = Screen()
