@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,16 +115,19 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     merged: list[Merged] = []
     index: dict[str, Merged] = {}
     for retrieval in methods:
+        method = retrieval.method
         for document in retrieval.documents:
-            _merge(document, merged, index).add_score(retrieval.method, document.score)
+            _merge(document, merged, index).add_score(method, document.score)
 
     dropped = 0
     if presenter is not None:
         presented: list[Merged] = []
+        seen: set[int] = set()  # ids of the entries presented: Merged compares by identity
         for document in presenter.documents:
             entry = _merge(document, merged, index)
-            if any(entry is other for other in presented):
+            if id(entry) in seen:
                 continue
+            seen.add(id(entry))
             if presenter.rerank:
                 entry.rerank_score = document.score
                 entry.add_score(presenter.method, document.score)
@@ -132,23 +135,25 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
                 # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
                 entry.add_score(presenter.method, document.score)
             presented.append(entry)
-        dropped = sum(1 for entry in merged if not any(entry is other for other in presented))
+        dropped = sum(1 for entry in merged if id(entry) not in seen)
         ordered = presented
     else:
         presented = list(merged)
-        ordered = sorted(merged, key=lambda entry: -max(entry.scores.values(), default=-1.0))
+        ordered = sorted(merged, key=_best_score_first)
 
     candidates = []
     unscored = 0
     for position, entry in enumerate(ordered, start=1):
-        if not entry.scores:
+        scores = entry.scores
+        if not scores:
             unscored += 1
             continue
-        combined = entry.rerank_score if entry.rerank_score is not None else max(entry.scores.values())
-        candidate: dict[str, Any] = {"retrievalScores": dict(entry.scores), "combinedScore": combined}
+        combined = entry.rerank_score if entry.rerank_score is not None else max(scores.values())
+        candidate: dict[str, Any] = {"retrievalScores": dict(scores), "combinedScore": combined}
         if entry.document.id is not None:
             candidate["documentId"] = entry.document.id
-        candidate.update(entry.fields)
+        if entry.fields:
+            candidate.update(entry.fields)
         if presenter is not None or "rank" not in candidate:
             candidate["rank"] = position
         candidates.append(candidate)
@@ -160,22 +165,31 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     )
 
 
+def _best_score_first(entry: Merged) -> float:
+    return -max(entry.scores.values(), default=-1.0)
+
+
 def _merge(document: Document, merged: list[Merged], index: dict[str, Merged]) -> Merged:
-    identities = _identities(document)
-    entry = next((index[identity] for identity in identities if identity in index), None)
+    # The entry of the first identity already known (the document's key, then its aliases), else a new one.
+    entry = index.get(document.key)
     if entry is None:
-        entry = Merged(document=document, identities=set(identities))
+        for alias in document.aliases:
+            entry = index.get(alias)
+            if entry is not None:
+                break
+    if entry is None:
+        entry = Merged(document=document, identities={document.key, *document.aliases})
         merged.append(entry)
     else:
-        entry.identities.update(identities)
+        entry.identities.add(document.key)
+        entry.identities.update(document.aliases)
         if entry.document.id is None and document.id is not None:
             entry.document = document
-    for name, value in document.fields.items():
-        entry.fields.setdefault(name, value)
-    for identity in identities:
-        index.setdefault(identity, entry)
+    if document.fields:
+        fields = entry.fields
+        for name, value in document.fields.items():
+            fields.setdefault(name, value)
+    index.setdefault(document.key, entry)
+    for alias in document.aliases:
+        index.setdefault(alias, entry)
     return entry
-
-
-def _identities(document: Document) -> Iterable[str]:
-    return (document.key, *document.aliases)

@@ -46,17 +46,22 @@ class _Matcher:
         self._presented = presented
         self._base = options.citation_position_base
         self._exact: dict[str, int] = {}
-        self._folded: dict[str, int] = {}
         for position, entry in enumerate(presented):
             for identity in entry.identities:
-                if identity.startswith("content:"):
-                    continue
-                self._exact.setdefault(identity, position)
-                self._folded.setdefault(identity.casefold(), position)
+                if not identity.startswith("content:"):
+                    self._exact.setdefault(identity, position)
+        # Case-folded ids, built on the first reference that matches no id exactly (most answers cite none).
+        self._folded: dict[str, int] | None = None
 
     def match_id(self, reference: str) -> int | None:
         if reference in self._exact:
             return self._exact[reference]
+        if self._folded is None:
+            # Positions ascend with insertion, so setdefault keeps each folded id's first position, as when
+            # both maps were built together.
+            self._folded = {}
+            for identity, position in self._exact.items():
+                self._folded.setdefault(identity.casefold(), position)
         return self._folded.get(reference.casefold())
 
     def match(self, reference: str) -> int | None:

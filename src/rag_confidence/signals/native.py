@@ -92,6 +92,8 @@ FIELDS: Mapping[str, tuple[str, Parse]] = {
     ),
 }
 
+_FIELD_KEYS = frozenset(FIELDS)
+
 # The ``rag.signal.*`` attribute each ``record_signals(**kwargs)`` keyword sets, for the otel layer: the keyword
 # is the attribute name without ``rag.signal.``, dots as underscores (``claims_total``, ``index_acl_...``).
 ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
@@ -102,7 +104,10 @@ ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
 def read_native(attributes: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
     """The ``rag.signal.*`` values of one span as flat ScoringInputs paths (``claimSupport.totalClaims``)."""
     found: dict[str, Any] = {}
-    # Walk whichever is shorter: most spans carry a handful of attributes and no ``rag.signal.*`` at all.
+    # Most spans carry no ``rag.signal.*`` at all: one C-level pass over the keys tells them apart.
+    if _FIELD_KEYS.isdisjoint(attributes):
+        return found
+    # Walk whichever is shorter.
     if len(attributes) < len(FIELDS):
         present = [(key, FIELDS[key]) for key in attributes if key in FIELDS]
     else:

@@ -124,9 +124,10 @@ def _add_langchain_ids(attributes: Mapping[str, Any], documents: list[RawDocumen
             document.aliases = (*document.aliases, entry["id"])
 
 
-def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
-    attributes = span.attributes
-    evaluations: list[Evaluation] = []
+# (prefix, name, score, label keys, and the first item's name key: a span with neither that nor the structured
+# prefix holds no evaluations, and most spans are told so by two lookups).
+_EVALUATION_FORMS = tuple(
+    (prefix, name_key, score_key, label_key, f"{prefix}.0.{name_key}")
     for prefix, name_key, score_key, label_key in (
         (
             semconv.OI_EVALUATIONS,
@@ -140,8 +141,15 @@ def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
             semconv.OI_ANNOTATION_SCORE,
             semconv.OI_ANNOTATION_LABEL,
         ),
-    ):
-        if prefix not in attributes and f"{prefix}.0.{name_key}" not in attributes:
+    )
+)
+
+
+def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
+    attributes = span.attributes
+    evaluations: list[Evaluation] = []
+    for prefix, name_key, score_key, label_key, first_name_key in _EVALUATION_FORMS:
+        if prefix not in attributes and first_name_key not in attributes:
             continue
         for item in indexed(attributes, prefix, reader):
             name = reader.string(item.get(name_key))

@@ -100,10 +100,13 @@ def _event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     return documents
 
 
+_FIRST_COMPLETION_CONTENT = semconv.GEN_AI_COMPLETION_PREFIX + "0.content"
+_FIRST_COMPLETION_ROLE = semconv.GEN_AI_COMPLETION_PREFIX + "0.role"
+
+
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     attributes = span.attributes
-    first = semconv.GEN_AI_COMPLETION_PREFIX + "0."
-    if first + "content" not in attributes and first + "role" not in attributes:
+    if _FIRST_COMPLETION_CONTENT not in attributes and _FIRST_COMPLETION_ROLE not in attributes:
         return None
     texts = []
     finish_reasons = []

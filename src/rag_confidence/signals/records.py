@@ -50,39 +50,57 @@ class SpanRecord:
     def from_readable_span(cls, span: ReadableSpan) -> SpanRecord:
         """View an SDK span (ended or still recording) as a record.
 
-        Attributes are copied into plain dicts (one pass; the SDK's bounded mapping is slow to scan repeatedly,
-        and a span still recording may change). Never raises on a span whose context is missing (ids 0).
+        Attributes are copied into plain dicts (a span still recording may change; the SDK's mapping is slow
+        to read key by key). Never raises on a span whose context is missing (ids 0).
 
         >>> from opentelemetry.sdk.trace import TracerProvider
         >>> with TracerProvider().get_tracer("doc").start_as_current_span("answer") as span:
         ...     span.set_attribute("rag.answer", True)
-        >>> # record = SpanRecord.from_readable_span(span)  # record.attributes["rag.answer"] is True
+        >>> SpanRecord.from_readable_span(span).attributes["rag.answer"]
+        True
         """
         context = span.context
         parent = span.parent
         kind = getattr(span, "kind", None)
         status = getattr(span, "status", None)
         status_code = getattr(status, "status_code", None) if status is not None else None
+        events = span.events
         return cls(
             trace_id=context.trace_id if context is not None else 0,
             span_id=context.span_id if context is not None else 0,
             parent_span_id=parent.span_id if parent is not None else None,
             name=span.name,
-            attributes=dict(span.attributes) if span.attributes is not None else {},
+            attributes=_copy(span.attributes),
             events=tuple(
-                EventRecord(
-                    name=event.name,
-                    attributes=dict(event.attributes) if event.attributes is not None else {},
-                    timestamp=event.timestamp,
-                )
-                for event in span.events
-            ),
+                EventRecord(name=event.name, attributes=_copy(event.attributes), timestamp=event.timestamp)
+                for event in events
+            )
+            if events
+            else (),
             start_time=span.start_time,
             end_time=span.end_time,
             parent_is_remote=bool(parent is not None and parent.is_remote),
             kind=getattr(kind, "name", None),
             status_code=getattr(status_code, "name", None),
         )
+
+
+def _copy(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    if attributes is None:
+        return {}
+    # The SDK hands out a read-only proxy over its BoundedAttributes (events: the BoundedAttributes itself).
+    # A proxy's copy() is its target's, and BoundedAttributes.copy() copies its inner dict in C, where
+    # ``dict(mapping)`` would call the Python-level __getitem__ once per key. Any other mapping, or a copy()
+    # that is not a plain dict, goes through ``dict()``.
+    copy = getattr(attributes, "copy", None)
+    if copy is not None:
+        try:
+            copied = copy()
+        except Exception:  # someone's mapping with an odd copy(): the generic way still works
+            copied = None
+        if type(copied) is dict:
+            return copied
+    return dict(attributes)
 
 
 def records_from_readable_spans(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
