@@ -253,3 +253,31 @@ METRIC_ATTR_GATEWAY_REASON: Final = "rag.confidence.gateway.reason"
 GATEWAY_TRANSPORT_GRPC: Final = "grpc"
 GATEWAY_TRANSPORT_HTTP: Final = "http"
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
+
+# --------------------------------------------------------------------------------------------------------------
+# In-process span processor (``rag_confidence.otel.pipeline``): the gateway's counterparts, same suffixes, units
+# and attribute values, so one panel or rule reads both (``rag_confidence_{gateway,processor}_*``)
+# --------------------------------------------------------------------------------------------------------------
+METRIC_PROCESSOR_SPANS_RECEIVED: Final = "rag.confidence.processor.spans.received"
+METRIC_PROCESSOR_SPANS_FORWARDED: Final = "rag.confidence.processor.spans.forwarded"
+# Forwarded without being buffered for scoring (their trace already held ``max_spans_per_trace``).
+METRIC_PROCESSOR_SPANS_UNBUFFERED: Final = "rag.confidence.processor.spans.unbuffered"
+METRIC_PROCESSOR_ANSWERS: Final = "rag.confidence.processor.answers"
+METRIC_PROCESSOR_FAILURES: Final = "rag.confidence.processor.failures"
+METRIC_PROCESSOR_BUFFER_EVICTIONS: Final = "rag.confidence.processor.buffer.evictions"
+METRIC_PROCESSOR_BUFFER_TRACES: Final = "rag.confidence.processor.buffer.traces"
+# Answers waiting for the background scoring thread (``background_scoring=True``).
+METRIC_PROCESSOR_QUEUE_SIZE: Final = "rag.confidence.processor.queue.size"
+METRIC_ATTR_PROCESSOR_OUTCOME: Final = "rag.confidence.processor.outcome"
+METRIC_ATTR_PROCESSOR_REASON: Final = "rag.confidence.processor.reason"
+# Values shared by the processor's and the gateway's answer outcomes and eviction reasons.
+PIPELINE_OUTCOME_SCORED: Final = "scored"
+PIPELINE_OUTCOME_FAILED: Final = "failed"
+PIPELINE_OUTCOME_ALREADY_SCORED: Final = "already_scored"
+PIPELINE_EVICTION_MAX_AGE: Final = "max_age"
+PIPELINE_EVICTION_MAX_TRACES: Final = "max_traces"
+# Why the processor caught a failure: the scorer raised; recording metrics or the event raised; a bug on the
+# span path.
+PROCESSOR_FAILURE_SCORING: Final = "scoring"
+PROCESSOR_FAILURE_RECORDING: Final = "recording"
+PROCESSOR_FAILURE_PROCESSING: Final = "processing"

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ConfidenceInstruments", "span_context_as_parent"]
 
-_METER_NAME = "rag_confidence"
+#: Meter (and logger) scope of everything ``rag_confidence.otel`` records.
+METER_NAME = "rag_confidence"
 
 
-def _package_version() -> str:
+def package_version() -> str:
+    """The installed distribution's version, for the meter scope."""
     try:
         return importlib.metadata.version("rag-confidence")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree that was never installed
@@ -54,7 +56,7 @@ class ConfidenceInstruments:
     """
 
     def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
-        meter = metrics.get_meter(_METER_NAME, _package_version(), meter_provider=meter_provider)
+        meter = metrics.get_meter(METER_NAME, package_version(), meter_provider=meter_provider)
         self._score = meter.create_histogram(
             semconv.METRIC_SCORE,
             unit=semconv.UNIT_SCORE,

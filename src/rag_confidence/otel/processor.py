@@ -32,6 +32,7 @@ from ..signals.records import EventRecord, SpanRecord
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
+from .pipeline import ProcessorCounts, observe_processor
 from .worker import BackgroundWorker
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
@@ -63,6 +64,10 @@ class ProcessorStats:
     spans_not_buffered: int
     #: Traces with spans buffered right now.
     pending_traces: int
+    #: Spans ended and handed to this processor (equal to ``spans_forwarded`` but for answers being scored).
+    spans_received: int = 0
+    #: Answer spans that ``@scored_answer`` had scored already (forwarded untouched).
+    answers_already_scored: int = 0
 
 
 class _PendingTrace:
@@ -110,7 +115,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
     - The enriched copy carries our attributes in addition to the span's own, beyond the span attribute count
       limit if the span was full: our attributes are bounded (about 40) and are the point of the exercise.
     - State is bounded: a trace's buffer is released when its local root ends, dropped after ``pending_ttl_s``
-      or when more than ``max_pending_traces`` are pending (counted in :meth:`stats`).
+      or when more than ``max_pending_traces`` are pending (counted in :meth:`stats` and in the
+      ``rag.confidence.processor.*`` metrics on ``meter_provider``, see ``rag_confidence.otel.pipeline``).
     - It never raises into the application: a failure to score is logged, counted and marked on the span with
       ``rag.confidence.error``; the span is forwarded regardless.
     - Scoring runs on the thread that ends the answer span (about a millisecond for an answer with a few dozen
@@ -149,11 +155,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         # Insertion order is creation order, so the oldest trace is always first: eviction is O(1).
         self._pending: OrderedDict[int, _PendingTrace] = OrderedDict()
-        self._forwarded = 0
-        self._scored = 0
-        self._failures = 0
-        self._evicted = 0
-        self._not_buffered = 0
+        # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
+        self._counts = ProcessorCounts(self._lock)
+        observe_processor(meter_provider, self._counts, self._observed_gauges)
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.add(self)
 
@@ -178,9 +182,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
             forwarded = self._process(span)
         except Exception:  # a bug of ours must never cost the application its span
             forwarded = span
-            self._count_failure("processing an ended span failed")
+            self._count_failure("processing an ended span failed", semconv.PROCESSOR_FAILURE_PROCESSING)
         if forwarded is not None:
-            self._forward(forwarded)
+            self._forward(forwarded, received=1)
 
     def shutdown(self) -> None:
         with _LIVE_LOCK:
@@ -204,15 +208,26 @@ class ConfidenceSpanProcessor(SpanProcessor):
     def stats(self) -> ProcessorStats:
         """Counters since creation; ``traces_evicted`` above zero means answers went unscored (see the class
         docstring for the bounds)."""
+        counts = self._counts
         with self._lock:
             return ProcessorStats(
-                spans_forwarded=self._forwarded,
-                answers_scored=self._scored,
-                scoring_failures=self._failures,
-                traces_evicted=self._evicted,
-                spans_not_buffered=self._not_buffered,
+                spans_forwarded=counts.spans_forwarded,
+                answers_scored=counts.answers_scored,
+                scoring_failures=counts.failures_scoring
+                + counts.failures_recording
+                + counts.failures_processing,
+                traces_evicted=counts.evicted_max_age + counts.evicted_max_traces,
+                spans_not_buffered=counts.spans_unbuffered,
                 pending_traces=len(self._pending),
+                spans_received=counts.spans_received,
+                answers_already_scored=counts.answers_already_scored,
             )
+
+    def _observed_gauges(self) -> tuple[int, int]:
+        """Pending traces and answers queued for the worker, for the pipeline metrics."""
+        with self._lock:
+            pending = len(self._pending)
+        return pending, self._worker.queued() if self._worker is not None else 0
 
     def pending_spans_under(self, span_context: SpanContext) -> list[ReadableSpan] | None:
         """The buffered (ended) spans beneath ``span_context``; None when its trace is not pending here.
@@ -245,12 +260,25 @@ class ConfidenceSpanProcessor(SpanProcessor):
             context.trace_id, context.span_id, local_root=local_root
         )
         if marked and _already_scored(attributes):
+            with self._lock:
+                self._counts.answers_already_scored += 1
             return span  # scored by @scored_answer before it ended: metrics and event are recorded already
         if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
             return span  # rule (c) holds only for traces with a retrieval and without a marked answer
-        if self._worker is not None and self._worker.submit(functools.partial(self._finish, span, members)):
+        if self._worker is not None:
+            # Counted as received before the worker can forward it, so received never trails forwarded.
+            with self._lock:
+                self._counts.spans_received += 1
+            try:
+                submitted = self._worker.submit(functools.partial(self._finish, span, members))
+            except Exception:  # e.g. no thread could be started; on_end must not count this span again
+                submitted = False
+                self._count_failure(
+                    "starting background scoring failed", semconv.PROCESSOR_FAILURE_PROCESSING
+                )
+            if not submitted:
+                self._finish(span, members)  # the queue is full: score here, slower but nothing is lost
             return None
-        # Inline, or the queue is full: scoring here slows the caller down but loses nothing.
         return self._score_answer(span, members)
 
     def _finish(self, span: ReadableSpan, members: list[ReadableSpan]) -> None:
@@ -259,16 +287,18 @@ class ConfidenceSpanProcessor(SpanProcessor):
             forwarded = self._score_answer(span, members)
         except Exception:
             forwarded = span
-            self._count_failure("processing an ended span failed")
+            self._count_failure("processing an ended span failed", semconv.PROCESSOR_FAILURE_PROCESSING)
         self._forward(forwarded)
 
-    def _forward(self, span: ReadableSpan) -> None:
+    def _forward(self, span: ReadableSpan, received: int = 0) -> None:
+        """Hand ``span`` downstream; ``received`` 1 counts it as received too (one lock round for both)."""
         try:
             self._downstream.on_end(span)
         except Exception:
             _logger.exception("downstream span processor failed in on_end")
         with self._lock:
-            self._forwarded += 1
+            self._counts.spans_received += received
+            self._counts.spans_forwarded += 1
 
     def _score_answer(self, span: ReadableSpan, members: list[ReadableSpan]) -> ReadableSpan:
         context = span.context
@@ -282,11 +312,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
         try:
             scored = self._scorer.score(group.spans)
         except Exception as error:
-            self._count_failure("scoring an answer failed")
+            with self._lock:
+                self._counts.answers_failed += 1
+            self._count_failure("scoring an answer failed", semconv.PROCESSOR_FAILURE_SCORING)
             return _copy_with(span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
         self._publish(scored, context)
         with self._lock:
-            self._scored += 1
+            self._counts.answers_scored += 1
         return _copy_with(span, scored.attributes)
 
     def _publish(self, scored: ScoredAnswer, span_context: SpanContext) -> None:
@@ -296,7 +328,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if self._events is not None:
                 self._events.emit(scored.scorecard, context)
         except Exception:
-            self._count_failure("recording confidence metrics or the evaluation event failed")
+            self._count_failure(
+                "recording confidence metrics or the evaluation event failed",
+                semconv.PROCESSOR_FAILURE_RECORDING,
+            )
 
     def _buffer(self, trace_id: int, span: ReadableSpan, may_answer: bool) -> None:
         with self._lock:
@@ -309,7 +344,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 pending.spans.append(span)
                 pending.may_answer = pending.may_answer or may_answer
             else:
-                self._not_buffered += 1
+                self._counts.spans_unbuffered += 1
 
     def _evict(self, now: float) -> None:
         # Called with the lock held, once per new trace: amortised O(1).
@@ -317,10 +352,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
         deadline = now - self._ttl_s
         while pending:
             oldest = next(iter(pending.values()))
-            if oldest.created > deadline and len(pending) < self._max_pending_traces:
+            if oldest.created <= deadline:
+                self._counts.evicted_max_age += 1
+            elif len(pending) >= self._max_pending_traces:
+                self._counts.evicted_max_traces += 1
+            else:
                 break
             pending.popitem(last=False)
-            self._evicted += 1
 
     def _take(
         self, trace_id: int, span_id: int, *, local_root: bool
@@ -357,10 +395,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 pending.answered = True
             return members, answered, pending.may_answer
 
-    def _count_failure(self, message: str) -> None:
+    def _count_failure(self, message: str, reason: str) -> None:
+        counts = self._counts
         with self._lock:
-            self._failures += 1
-            failures = self._failures
+            if reason == semconv.PROCESSOR_FAILURE_SCORING:
+                counts.failures_scoring += 1
+            elif reason == semconv.PROCESSOR_FAILURE_RECORDING:
+                counts.failures_recording += 1
+            else:
+                counts.failures_processing += 1
+            failures = counts.failures_scoring + counts.failures_recording + counts.failures_processing
         if failures <= _LOGGED_FAILURES:
             _logger.warning(
                 "rag-confidence: %s (logged %d of at most %d times)",

@@ -49,6 +49,10 @@ class BackgroundWorker:
             self._condition.notify_all()
             return True
 
+    def queued(self) -> int:
+        """Jobs waiting (not counting the one running)."""
+        return len(self._jobs)  # one atomic read: a gauge needs no lock
+
     def flush(self, timeout_s: float) -> bool:
         """Wait until all submitted jobs have run; False when ``timeout_s`` passed first."""
         deadline = time.monotonic() + timeout_s
