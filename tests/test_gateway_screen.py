@@ -246,3 +246,41 @@ def test_a_body_without_hint_keys_or_result_events_is_forwarded_without_screenin
     prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
     assert built == [] and prepared.scored == [] and prepared.forwarded == 4
     assert prepared.request.SerializeToString() == payload
+
+
+def _answers_scored(request: ExportTraceServiceRequest, payload: bytes | None) -> tuple[Any, ...]:
+    prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
+    scored = sorted((scored.trace_id, scored.span_id) for scored in prepared.scored)
+    return tuple(scored), prepared.failed_answers, prepared.already_scored
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto_traces(), st.lists(st.integers(0, 3), min_size=15, max_size=15))
+def test_screening_scope_by_scope_scores_every_answer_the_rules_find(
+    spans: list[ProtoSpan], placement: list[int]
+) -> None:
+    # The spans spread over two resources with two scopes each, as a Collector batch of several libraries.
+    request = ExportTraceServiceRequest()
+    scopes = [
+        resource.scope_spans.add()
+        for resource in (request.resource_spans.add(), request.resource_spans.add())
+        for _ in range(2)
+    ]
+    for span, where in zip(spans, placement, strict=False):
+        scopes[where].spans.append(span)
+    # In the order the gateway reads them (broken parent links, cycles included, resolve by order).
+    expected = find_answers([to_record(span) for span in iter_spans(request)])
+    payload = request.SerializeToString()
+
+    with_body = _answers_scored(_copy(request), payload)
+    without_body = _answers_scored(_copy(request), None)
+    assert with_body == without_body
+    scored, failed, already = with_body
+    assert set(scored) <= {(group.answer.trace_id, group.answer.span_id) for group in expected}
+    assert len(scored) + failed + already == len(expected)
+
+
+def _copy(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:
+    copied = ExportTraceServiceRequest()
+    copied.CopyFrom(request)
+    return copied

@@ -84,26 +84,36 @@ class TracePipeline:
         # with spans of a later request, so there every span becomes a record.
         screen = Screen(payload) if self._scorer is not None and self._window is None else None
         group = self._scorer is not None and (screen is None or screen.needed)
+        scopes = [scope for resource in request.resource_spans for scope in resource.scope_spans]
+        by_scope = screen is not None and screen.needed and (payload is None or len(scopes) > 1)
         by_trace: dict[bytes, list[ProtoSpan]] = {}
         answering: set[bytes] = set()
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                spans = scope_spans.spans
-                prepared.received += len(spans)
-                for index in range(len(spans) - 1, -1, -1):
-                    if not has_valid_ids(spans[index]):
-                        del spans[index]
-                        prepared.rejected += 1
-                if not group:
-                    continue
-                for span in spans:
-                    trace_id = span.trace_id
-                    trace_spans = by_trace.get(trace_id)
-                    if trace_spans is None:
-                        trace_spans = by_trace[trace_id] = []
-                    trace_spans.append(span)
-                    if screen is not None and trace_id not in answering and screen.may_hold_answer(span):
-                        answering.add(trace_id)
+        for scope_spans in scopes:
+            spans = scope_spans.spans
+            prepared.received += len(spans)
+            for index in range(len(spans) - 1, -1, -1):
+                if not has_valid_ids(spans[index]):
+                    del spans[index]
+                    prepared.rejected += 1
+            if not group:
+                continue
+            scope_screen = None
+            if screen is not None:
+                scope_screen = screen.within(scope_spans.SerializeToString()) if by_scope else screen
+                if not scope_screen.needed:  # no span of this scope can pass: group without reading keys
+                    scope_screen = None
+            for span in spans:
+                trace_id = span.trace_id
+                trace_spans = by_trace.get(trace_id)
+                if trace_spans is None:
+                    trace_spans = by_trace[trace_id] = []
+                trace_spans.append(span)
+                if (
+                    scope_screen is not None
+                    and trace_id not in answering
+                    and scope_screen.may_hold_answer(span)
+                ):
+                    answering.add(trace_id)
         if self._scorer is None or not by_trace:
             return prepared
         if screen is not None:  # one pass over all traces: find_answers keys spans by (trace, span) id

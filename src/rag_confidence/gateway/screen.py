@@ -6,14 +6,17 @@ answer), applied to protobuf spans reading only the attribute keys it needs
 no answer, so a gateway without the assembly window forwards it untouched: most of a service's traffic costs
 a few field reads per span.
 
-A protobuf request body holds every attribute key and event name as its UTF-8 bytes. A body in which none of
-the hint keys (or none of the result event names) occurs cannot pass on them, which spares reading those
-fields span by span; a body with neither needs no screening at all. (JSON bodies may escape characters, so
-they are screened span by span.)
+A protobuf encoding holds every attribute key and event name as its UTF-8 bytes. A body in which none of the
+hint keys (or none of the result event names) occurs cannot pass on them, which spares reading those fields
+span by span; a body with neither needs no screening at all. The same holds per ScopeSpans: an application's
+plain spans come from other instrumentation libraries (other scopes) than its retrievals, and serializing a
+scope costs a fraction of reading its spans' keys, so a request of several scopes (or one that came as JSON,
+which may escape characters) is checked scope by scope.
 """
 
 from __future__ import annotations
 
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from ..signals.answers import ANSWER_HINT_KEYS, RESULT_EVENT_NAMES
@@ -39,6 +42,13 @@ class Screen:
         self._keys = payload is None or any(key in payload for key in _KEY_BYTES)
         self._events = payload is None or any(name in payload for name in _EVENT_BYTES)
 
+    def within(self, encoded: bytes) -> Screen:
+        """This screen for a part of the request whose protobuf encoding is ``encoded`` (one ScopeSpans)."""
+        narrowed = Screen.__new__(Screen)
+        narrowed._keys = self._keys and any(key in encoded for key in _KEY_BYTES)
+        narrowed._events = self._events and any(name in encoded for name in _EVENT_BYTES)
+        return narrowed
+
     @property
     def needed(self) -> bool:
         """False when no span of the request can pass: nothing to screen, nothing to score."""
@@ -46,17 +56,18 @@ class Screen:
 
     def may_hold_answer(self, span: ProtoSpan) -> bool:
         """Whether ``span`` is a retrieval or a marked answer (exactly as the signals rules decide)."""
-        # Runs for every span of plain traffic. Iterating a upb repeated field ends in an exception (it has no
-        # native iterator), so fields are checked by length first and copied out by a slice.
-        hints = []
+        # Runs for every span of plain traffic, so every field read counts. Iterating a upb repeated field
+        # ends in an exception (it has no native iterator): fields are tested for emptiness first and copied
+        # out by a slice.
+        hints: list[KeyValue] = []
         if self._keys:
             attributes = span.attributes
-            if len(attributes):
+            if attributes:
                 hints = [item for item in attributes[:] if item.key in ANSWER_HINT_KEYS]
         names: list[str] = []
         if self._events:
             events = span.events
-            if len(events):
+            if events:
                 names = [event.name for event in events[:]]
         if not hints and not names:
             return False
