@@ -11,7 +11,7 @@ diagnostics.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import semconv
@@ -30,8 +30,8 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
     raw_scores: list[float | None] = []
     for index, item in enumerate(raw.documents):
         metadata = item.metadata
-        found = _metadata_values(metadata, key_index) if metadata else _NOTHING
-        ids = _ids(item, found.get("id", ()), reader)
+        found, metadata_ids = _metadata_values(metadata, key_index) if metadata else (_NOTHING, [])
+        ids = _ids(item, metadata_ids, reader)
         content = item.content if isinstance(item.content, str) else None
         if item.content is not None and content is None:
             reader.skip()
@@ -59,50 +59,58 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
     )
 
 
-_NOTHING: Mapping[str, list[Any]] = {}
+_NOTHING: Mapping[str, Any] = {}
 
 
 def _metadata_values(
     metadata: Mapping[str, Any], key_index: Mapping[str, tuple[tuple[str, int], ...]]
-) -> dict[str, list[Any]]:
-    """Field -> the values (not None) its mapped keys hold in ``metadata``, in key-map order.
+) -> tuple[dict[str, Any], list[Any]]:
+    """Field -> the value of its first mapped key present (not None) in ``metadata``, and every id value in
+    key-map order (a document is known by all its ids).
 
     The same as trying each field's keys in turn, from whichever side is shorter: metadata usually holds a few
-    keys and the key map dozens.
+    keys and the key map dozens, and each key usually fills one field, so the rare field two keys fill is
+    sorted out afterwards.
     """
-    hits: dict[str, list[tuple[int, Any]]] = {}
+    found: dict[str, Any] = {}
+    positions: dict[str, int] = {}
+    several: dict[str, list[tuple[int, Any]]] | None = None
     if len(metadata) <= len(key_index):
-        for key, value in metadata.items():
-            if value is None:
-                continue
-            spots = key_index.get(key)
-            if spots is not None:
-                for name, position in spots:
-                    hits.setdefault(name, []).append((position, value))
+        pairs: Iterable[tuple[str, Any]] = metadata.items()
     else:
-        for key, spots in key_index.items():
-            value = metadata.get(key)
-            if value is not None:
-                for name, position in spots:
-                    hits.setdefault(name, []).append((position, value))
-    found: dict[str, list[Any]] = {}
-    for name, entries in hits.items():
-        if len(entries) > 1:
+        pairs = ((key, metadata.get(key)) for key in key_index)
+    for key, value in pairs:
+        if value is None:
+            continue
+        spots = key_index.get(key)
+        if spots is None:
+            continue
+        for name, position in spots:
+            if name not in found:
+                found[name] = value
+                positions[name] = position
+                continue
+            if several is None:
+                several = {}
+            entries = several.get(name)
+            if entries is None:
+                entries = several[name] = [(positions[name], found[name])]
+            entries.append((position, value))
+    ids = [found["id"]] if "id" in found else []
+    if several is not None:
+        for name, entries in several.items():
             entries.sort(key=_position)
-        found[name] = [value for _, value in entries]
-    return found
+            found[name] = entries[0][1]
+            if name == "id":
+                ids = [value for _, value in entries]
+    return found, ids
 
 
 def _position(entry: tuple[int, Any]) -> int:
     return entry[0]
 
 
-def _first(found: Mapping[str, list[Any]], name: str) -> Any:
-    values = found.get(name)
-    return values[0] if values else None
-
-
-def _ids(item: RawDocument, metadata_ids: list[Any] | tuple[()], reader: Reader) -> list[str]:
+def _ids(item: RawDocument, metadata_ids: list[Any], reader: Reader) -> list[str]:
     # The convention's own id first, then metadata ids, then ids recorded elsewhere (LangChain Document.id).
     if not metadata_ids and not item.aliases:
         text = reader.string(item.id) if item.id is not None else None
@@ -122,15 +130,15 @@ def _content_key(content: str) -> str:
     )
 
 
-def _raw_score(item: RawDocument, found: Mapping[str, list[Any]], reader: Reader) -> float | None:
+def _raw_score(item: RawDocument, found: Mapping[str, Any], reader: Reader) -> float | None:
     score = reader.number(item.score)
     if score is None:
-        score = reader.number(_first(found, "score"))
+        score = reader.number(found.get("score"))
     if score is not None:
         return score
     distance = reader.number(item.distance)
     if distance is None:
-        distance = reader.number(_first(found, "distance"))
+        distance = reader.number(found.get("distance"))
     if distance is None:
         return None
     if distance < 0:
@@ -173,13 +181,13 @@ _FIELD_READERS: tuple[tuple[str, Callable[[Reader, Any], Any]], ...] = (
 )
 
 
-def _fields(found: Mapping[str, list[Any]], reader: Reader) -> dict[str, Any]:
+def _fields(found: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name, read in _FIELD_READERS:
-        values = found.get(name)
-        if not values:
+        value = found.get(name)
+        if value is None:
             continue
-        parsed = read(reader, values[0])
+        parsed = read(reader, value)
         if parsed is None:
             continue
         if name == "authorityRank" and isinstance(parsed, float) and parsed.is_integer():
