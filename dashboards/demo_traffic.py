@@ -8,8 +8,9 @@
 It is what the dashboard tests scrape, and a way to see the dashboards populated on a laptop. The traces are
 real OpenTelemetry spans in the shapes instrumentors emit (an OpenInference RETRIEVER span with documents, a
 root span carrying ``rag.signal.*`` attributes), scored by the real ``ConfidenceSpanProcessor``; its
-instruments record on a ``MeterProvider`` read by the OpenTelemetry Prometheus exporter. Nothing about the
-metrics is simulated: only the RAG application is.
+instruments, and its own pipeline metrics (``rag_confidence_processor_*``: spans in and out, answers by
+outcome, failures, trace buffer), record on a ``MeterProvider`` read by the OpenTelemetry Prometheus exporter.
+Nothing about the metrics is simulated: only the RAG application is.
 
 With ``--gateway`` the application exports its spans unscored over OTLP/HTTP to a real gateway
 (``rag_confidence.gateway.Gateway``) on a loopback port, which scores them and forwards them to a loopback

@@ -343,3 +343,30 @@ def test_leakage_alert_fires_on_the_real_first_occurrence(stack: Stack) -> None:
     assert {a["labels"]["severity"] for a in leakage} == {"critical"}
     assert {a["labels"]["job"] for a in leakage} <= set(JOBS)
     assert "RagConfidenceScorerDown" not in names, "both processes score: the scorer is not down"
+
+
+def test_the_in_process_job_reports_its_span_processor(stack: Stack) -> None:
+    """The in-process job's ConfidenceSpanProcessor reports its pipeline metrics through the meter provider it
+    was given; the gateway job's application exports unscored spans and has no span processor to report."""
+
+    def by_job(expr: str) -> dict[str, float]:
+        return {r["metric"]["job"]: float(r["value"][1]) for r in stack.query(expr)}
+
+    received = by_job("sum by (job) (rag_confidence_processor_spans_received_total)")
+    forwarded = by_job("sum by (job) (rag_confidence_processor_spans_forwarded_total)")
+    assert set(received) == set(forwarded) == {"rag-demo"}
+    # Inline scoring: each span is counted in and out under one lock, so the two never differ.
+    assert received["rag-demo"] == forwarded["rag-demo"] > 0
+    answers = stack.query(
+        "sum by (rag_confidence_processor_outcome) (rag_confidence_processor_answers_total)"
+    )
+    outcomes = {r["metric"]["rag_confidence_processor_outcome"]: float(r["value"][1]) for r in answers}
+    assert outcomes["failed"] == 0 and outcomes["already_scored"] == 0
+    # Scored answers and recorded scorecards come from the same scrape; at most one round of the demo's
+    # eight scenarios can be scored between the two reads of one collection.
+    scorecards = by_job("sum by (job) (rag_confidence_score_count)")["rag-demo"]
+    assert outcomes["scored"] > 0 and abs(outcomes["scored"] - scorecards) <= 8
+    failures = stack.query("sum (rag_confidence_processor_failures_total)")
+    assert [float(r["value"][1]) for r in failures] == [0.0]
+    evictions = stack.query("sum (rag_confidence_processor_buffer_evictions_total)")
+    assert [float(r["value"][1]) for r in evictions] == [0.0]

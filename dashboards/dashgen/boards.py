@@ -27,6 +27,8 @@ from .grafana import (
 )
 from .names import (
     ACTION_COLORS,
+    COMPONENT_GATEWAY,
+    COMPONENT_PROCESSOR,
     DIM_CORPUS,
     DIM_FRESHNESS,
     DIM_INDEX_INTEGRITY,
@@ -47,12 +49,23 @@ from .names import (
     L_DIMENSION,
     L_LABEL,
     L_OUTCOME,
+    L_PROC_OUTCOME,
+    L_PROC_REASON,
     L_REASON,
     L_SEVERITY,
     L_TIER,
     L_TRANSPORT,
     LABEL_COLORS,
     MISSING_SIGNAL_CODES_RE,
+    OUTCOME_COLORS,
+    PROC_ANSWERS,
+    PROC_BUFFERED,
+    PROC_EVICTIONS,
+    PROC_FAILURES,
+    PROC_FORWARDED,
+    PROC_QUEUE,
+    PROC_RECEIVED,
+    PROC_UNBUFFERED,
     SCORE,
     SEVERITY_COLORS,
     TIER_SCORE,
@@ -585,6 +598,29 @@ def readiness(settings: Settings) -> Dashboard:
     return d
 
 
+def _both(gateway: str, processor: str, legend: str, *, by: str | None = None) -> list[JSON]:
+    """The rate of a gateway counter and of its span processor counterpart, one target each, legends
+    prefixed ``gateway`` / ``processor`` so one panel shows both paths. ``by`` (``outcome`` or ``reason``)
+    groups each by its own label of that name; ``{by}`` in ``legend`` stands for the label's value."""
+    out = []
+    for component, metric, labels in (
+        (COMPONENT_GATEWAY, gateway, {"outcome": L_OUTCOME, "reason": L_REASON}),
+        (COMPONENT_PROCESSOR, processor, {"outcome": L_PROC_OUTCOME, "reason": L_PROC_REASON}),
+    ):
+        grouping = f" by ({labels[by]})" if by else ""
+        text = legend.replace("{by}", f"{{{{{labels[by]}}}}}") if by else legend
+        out.append(target(f"sum{grouping} (rate({S(metric)}[{RATE_INTERVAL}]))", f"{component} {text}"))
+    return out
+
+
+def _prefixed(colors: dict[str, str]) -> dict[str, str]:
+    return {
+        f"{c} {name}": color
+        for c in (COMPONENT_GATEWAY, COMPONENT_PROCESSOR)
+        for name, color in colors.items()
+    }
+
+
 def pipeline(settings: Settings) -> Dashboard:
     slow = settings.alert("slow_scoring")
     slow_q = float(slow["quantile"])
@@ -592,9 +628,11 @@ def pipeline(settings: Settings) -> Dashboard:
     d = Dashboard(
         "rag-confidence-pipeline",
         "RAG confidence / Pipeline health",
-        "Is scoring keeping up? Scorecards produced, time spent scoring, and the gateway: spans in and out, "
-        "rejections, export failures, request durations and its trace assembly window.",
-        standard_variables(f'{{__name__=~"{DURATION.count}|{GW_RECEIVED}"}}'),
+        "Is scoring keeping up, on both paths: the in-process ConfidenceSpanProcessor "
+        "(rag_confidence_processor_*) and the gateway (rag_confidence_gateway_*). Scorecards produced, time "
+        "spent scoring, spans in and out, answers by outcome, failures, trace buffers and evictions; then "
+        "the gateway's rejections, export failures and requests.",
+        standard_variables(f'{{__name__=~"{DURATION.count}|{GW_RECEIVED}|{PROC_RECEIVED}"}}'),
     )
     d.row("Scoring")
     d.add(
@@ -616,7 +654,8 @@ def pipeline(settings: Settings) -> Dashboard:
     d.add(
         timeseries(
             "Scorecards",
-            "Scorecards produced per second, by job.",
+            "Scorecards produced per second, by job. A job whose spans keep flowing (below) without "
+            "scorecards here fires RagConfidenceScorerDown.",
             [target(f"sum by (job) (rate({S(DURATION.count)}[{RATE_INTERVAL}]))", "{{job}}")],
             unit="reqps",
             steps=thresholds((None, "green")),
@@ -638,6 +677,33 @@ def pipeline(settings: Settings) -> Dashboard:
     )
     d.add(
         stat(
+            "Answers waiting for background scoring",
+            "Answers queued for the span processors' background scoring threads (background_scoring=True; "
+            "always 0 when scoring inline). A queue that stays near max_scoring_queue (2048 by default) "
+            "means scoring does not keep up and callers score inline.",
+            f"sum ({S(PROC_QUEUE)})",
+            unit="short",
+            steps=thresholds((None, "green"), (100, "orange"), (1000, "red")),
+            decimals=0,
+        ),
+        w=6,
+        h=5,
+    )
+    d.add(
+        stat(
+            "Traces buffered in-process",
+            "Traces whose ended spans the span processors hold until their answer or local root ends "
+            "(bounded by max_pending_traces, 10,000 by default).",
+            f"sum ({S(PROC_BUFFERED)})",
+            unit="short",
+            steps=thresholds((None, "green"), (5000, "orange"), (9000, "red")),
+            decimals=0,
+        ),
+        w=6,
+        h=5,
+    )
+    d.add(
+        stat(
             "Gateway requests in progress",
             "OTLP export requests the gateway is receiving, scoring or forwarding right now.",
             f"sum ({S(GW_ACTIVE)})",
@@ -648,23 +714,106 @@ def pipeline(settings: Settings) -> Dashboard:
         w=6,
         h=5,
     )
-    d.row("Gateway")
+    d.row("Spans and answers: span processor and gateway")
     d.add(
         timeseries(
             "Spans in and out",
-            "Spans per second received by the gateway, handed downstream, and not forwarded (rejected). "
-            "Received minus forwarded is what the upstream has to retry or has lost.",
+            "Spans per second into and out of each path. Span processor: spans ended (received) and handed "
+            "to the exporting processor (forwarded); it never drops one, so the two differ only by answers "
+            "being scored in the background. Gateway: spans received, handed downstream, and not forwarded "
+            "(rejected); received minus forwarded is what the upstream has to retry or has lost.",
             [
-                target(f"sum (rate({S(GW_RECEIVED)}[{RATE_INTERVAL}]))", "received"),
-                target(f"sum (rate({S(GW_FORWARDED)}[{RATE_INTERVAL}]))", "forwarded"),
-                target(f"sum (rate({S(GW_REJECTED)}[{RATE_INTERVAL}]))", "rejected"),
+                *_both(GW_RECEIVED, PROC_RECEIVED, "received"),
+                *_both(GW_FORWARDED, PROC_FORWARDED, "forwarded"),
+                target(f"sum (rate({S(GW_REJECTED)}[{RATE_INTERVAL}]))", f"{COMPONENT_GATEWAY} rejected"),
             ],
             unit="cps",
             steps=thresholds((None, "green")),
-            overrides=color_overrides({"received": "blue", "forwarded": "green", "rejected": "red"}),
+            overrides=color_overrides(
+                {
+                    **_prefixed({"received": "blue", "forwarded": "green"}),
+                    f"{COMPONENT_GATEWAY} rejected": "red",
+                }
+            ),
         ),
         w=12,
     )
+    d.add(
+        timeseries(
+            "Answers found by outcome",
+            "Answer spans found per second on each path: scored, failed (forwarded with "
+            "rag.confidence.error) or already scored (by @scored_answer in the application, or upstream).",
+            _both(GW_ANSWERS, PROC_ANSWERS, "{by}", by="outcome"),
+            unit="reqps",
+            steps=thresholds((None, "green")),
+            stack=True,
+            overrides=color_overrides(_prefixed(OUTCOME_COLORS)),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Span processor failures",
+            "Failures the span processors caught, per second, by reason: `scoring` (the scorer raised; the "
+            "answer was forwarded with rag.confidence.error), `recording` (the metrics or the evaluation "
+            "event could not be recorded), `processing` (a bug on the span path; the span was forwarded "
+            "as it was). The application never sees them; the processor logs the first five with a "
+            "traceback. Any is red.",
+            [
+                target(
+                    f"sum by ({L_PROC_REASON}) (rate({S(PROC_FAILURES)}[{RATE_INTERVAL}]))",
+                    f"{{{{{L_PROC_REASON}}}}}",
+                )
+            ],
+            unit="cps",
+            steps=thresholds((None, "green"), (0.0001, "red")),
+            threshold_style="area",
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Trace evictions",
+            "Traces dropped per second from a trace buffer before their answer ended, by path and reason: "
+            "`max_age` (older than the span processor's pending_ttl_s or the gateway's assembly max age), "
+            "`max_traces` (beyond the buffer's trace limit), `memory` (gateway). The span processor's "
+            "evicted answers go unscored; the gateway scores them without the evicted spans.",
+            _both(GW_EVICTIONS, PROC_EVICTIONS, "evicted: {by}", by="reason"),
+            unit="cps",
+            steps=thresholds((None, "green")),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Traces buffered",
+            "Traces held right now: by the span processors (ended spans waiting for their answer or local "
+            "root) and in the gateway's assembly window.",
+            [
+                target(f"sum ({S(GW_WINDOW)})", f"{COMPONENT_GATEWAY} assembly window"),
+                target(f"sum ({S(PROC_BUFFERED)})", f"{COMPONENT_PROCESSOR} buffer"),
+            ],
+            unit="short",
+            steps=thresholds((None, "green")),
+        ),
+        w=12,
+    )
+    d.add(
+        timeseries(
+            "Span processor: unbuffered spans and background queue",
+            "Spans per second the span processors forwarded without buffering them for scoring (their trace "
+            "already held max_spans_per_trace: its answer is scored without them), and answers waiting for "
+            "the background scoring thread.",
+            [
+                target(f"sum (rate({S(PROC_UNBUFFERED)}[{RATE_INTERVAL}]))", "unbuffered spans/s"),
+                target(f"sum ({S(PROC_QUEUE)})", "answers queued"),
+            ],
+            unit="short",
+            steps=thresholds((None, "green")),
+        ),
+        w=12,
+    )
+    d.row("Gateway")
     d.add(
         timeseries(
             "Rejected spans by reason",
@@ -681,28 +830,12 @@ def pipeline(settings: Settings) -> Dashboard:
         timeseries(
             "Export failures",
             "Downstream exports that failed after the exporter's own retries, per second, by job. Any is red "
-            "(RagConfidenceExportFailing).",
+            "(RagConfidenceExportFailing). In-process, exports belong to the SDK exporter inside the span "
+            "processor: see its own logs and metrics.",
             [target(f"sum by (job) (rate({S(GW_EXPORT_FAILURES)}[{RATE_INTERVAL}]))", "{{job}}")],
             unit="cps",
             steps=thresholds((None, "green"), (0.0001, "red")),
             threshold_style="area",
-        ),
-        w=12,
-    )
-    d.add(
-        timeseries(
-            "Answers found by outcome",
-            "Answer spans the gateway found per second: scored, failed (forwarded with rag.confidence.error) "
-            "or already scored upstream.",
-            [
-                target(
-                    f"sum by ({L_OUTCOME}) (rate({S(GW_ANSWERS)}[{RATE_INTERVAL}]))", f"{{{{{L_OUTCOME}}}}}"
-                )
-            ],
-            unit="reqps",
-            steps=thresholds((None, "green")),
-            stack=True,
-            overrides=color_overrides({"scored": "green", "failed": "red", "already_scored": "blue"}),
         ),
         w=12,
     )
@@ -737,23 +870,6 @@ def pipeline(settings: Settings) -> Dashboard:
             ],
             unit="s",
             steps=thresholds((None, "green"), (1, "orange")),
-        ),
-        w=12,
-    )
-    d.add(
-        timeseries(
-            "Assembly window",
-            "Traces held in the gateway's assembly window (left axis) and traces evicted per second before "
-            "they completed, by reason (an evicted trace's answer is scored without the evicted spans).",
-            [
-                target(f"sum ({S(GW_WINDOW)})", "traces held"),
-                target(
-                    f"sum by ({L_REASON}) (rate({S(GW_EVICTIONS)}[{RATE_INTERVAL}]))",
-                    f"evicted: {{{{{L_REASON}}}}}",
-                ),
-            ],
-            unit="short",
-            steps=thresholds((None, "green")),
         ),
         w=12,
     )

@@ -56,6 +56,15 @@ GW_DURATION = Histogram(prometheus_metric(semconv.METRIC_GATEWAY_REQUEST_DURATIO
 GW_ANSWERS = prometheus_metric(semconv.METRIC_GATEWAY_ANSWERS, semconv.UNIT_ANSWER) + "_total"
 GW_EVICTIONS = prometheus_metric(semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS, semconv.UNIT_TRACE) + "_total"
 GW_WINDOW = prometheus_metric(semconv.METRIC_GATEWAY_ASSEMBLY_TRACES, semconv.UNIT_TRACE)
+# The in-process span processor's (rag_confidence.otel.pipeline): observable, so every series exists from 0.
+PROC_RECEIVED = prometheus_metric(semconv.METRIC_PROCESSOR_SPANS_RECEIVED, semconv.UNIT_SPAN) + "_total"
+PROC_FORWARDED = prometheus_metric(semconv.METRIC_PROCESSOR_SPANS_FORWARDED, semconv.UNIT_SPAN) + "_total"
+PROC_UNBUFFERED = prometheus_metric(semconv.METRIC_PROCESSOR_SPANS_UNBUFFERED, semconv.UNIT_SPAN) + "_total"
+PROC_ANSWERS = prometheus_metric(semconv.METRIC_PROCESSOR_ANSWERS, semconv.UNIT_ANSWER) + "_total"
+PROC_FAILURES = prometheus_metric(semconv.METRIC_PROCESSOR_FAILURES, semconv.UNIT_FAILURE) + "_total"
+PROC_EVICTIONS = prometheus_metric(semconv.METRIC_PROCESSOR_BUFFER_EVICTIONS, semconv.UNIT_TRACE) + "_total"
+PROC_BUFFERED = prometheus_metric(semconv.METRIC_PROCESSOR_BUFFER_TRACES, semconv.UNIT_TRACE)
+PROC_QUEUE = prometheus_metric(semconv.METRIC_PROCESSOR_QUEUE_SIZE, semconv.UNIT_ANSWER)
 
 L_ACTION = prometheus_label(semconv.METRIC_ATTR_ACTION)
 L_LABEL = prometheus_label(semconv.METRIC_ATTR_LABEL)
@@ -66,10 +75,21 @@ L_SEVERITY = prometheus_label(semconv.METRIC_ATTR_WARNING_SEVERITY)
 L_TRANSPORT = prometheus_label(semconv.METRIC_ATTR_GATEWAY_TRANSPORT)
 L_OUTCOME = prometheus_label(semconv.METRIC_ATTR_GATEWAY_OUTCOME)
 L_REASON = prometheus_label(semconv.METRIC_ATTR_GATEWAY_REASON)
+L_PROC_OUTCOME = prometheus_label(semconv.METRIC_ATTR_PROCESSOR_OUTCOME)
+L_PROC_REASON = prometheus_label(semconv.METRIC_ATTR_PROCESSOR_REASON)
+# Label the scorer-down alert adds to say which path carries spans without scorecards.
+L_COMPONENT = "component"
+COMPONENT_GATEWAY = "gateway"
+COMPONENT_PROCESSOR = "processor"
 
 # Values of those labels: the scoring core's closed sets (transparent-confidence 0.3 names). Dimension values
 # are the scorecard's snake_case field names, as the metrics module records them.
 ACTIONS = ("answer", "review", "abstain")
+OUTCOME_COLORS = {
+    semconv.PIPELINE_OUTCOME_SCORED: "green",
+    semconv.PIPELINE_OUTCOME_FAILED: "red",
+    semconv.PIPELINE_OUTCOME_ALREADY_SCORED: "blue",
+}
 ACTION_COLORS = {"answer": "green", "review": "yellow", "abstain": "red"}
 LABEL_COLORS = {"Strong": "green", "Moderate": "yellow", "Limited": "orange", "Insufficient": "red"}
 SEVERITY_COLORS = {"error": "red", "warn": "orange", "info": "blue"}

@@ -7,11 +7,15 @@ import re
 
 from .grafana import JSON
 from .names import (
+    COMPONENT_GATEWAY,
+    COMPONENT_PROCESSOR,
     DURATION,
     GW_EXPORT_FAILURES,
     GW_RECEIVED,
     L_ACTION,
     L_CODE,
+    L_COMPONENT,
+    PROC_RECEIVED,
     SCORE,
     W_ACL_FILTER_UNCONFIRMED,
     W_DELETED_SOURCE_LEAKAGE,
@@ -181,14 +185,19 @@ def alert_rules(settings: Settings) -> JSON:
 
     down = settings.alert("scorer_down")
     window = down["window"]
-    spans_in = f"sum by ({r.by}) (rate({r.sel(GW_RECEIVED)}[{window}]))"
+    # Spans through either path, labelled with the path, so the alert says which one carries them.
+    spans_in = "\nor\n".join(
+        f'  label_replace(sum by ({r.by}) (rate({r.sel(metric)}[{window}])), "{L_COMPONENT}", "{component}", "", "")'
+        for metric, component in ((GW_RECEIVED, COMPONENT_GATEWAY), (PROC_RECEIVED, COMPONENT_PROCESSOR))
+    )
     r.add(
         "RagConfidenceScorerDown",
         "scorer_down",
-        f"{spans_in} > 0\nunless on ({r.by})\n{r.answers(window)} > 0",
+        f"(\n{spans_in}\n) > 0\nunless on ({r.by})\n{r.answers(window)} > 0",
         "Spans arrive but no scorecards are produced.",
-        f"{r.where}: the gateway received {{{{ $value | humanize }}}} spans/s over the last {window} but "
-        "recorded no scorecard: scoring is off or failing, or no span is recognised as an answer.",
+        f"{r.where}: the {{{{ $labels.{L_COMPONENT} }}}} received {{{{ $value | humanize }}}} spans/s over the "
+        f"last {window} but no scorecard was recorded: scoring is failing or off, or no span is recognised as "
+        "an answer.",
     )
     failures = settings.alert("export_failures")
     window = failures["window"]
