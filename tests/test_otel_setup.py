@@ -63,6 +63,21 @@ class Receiver(
                 for span in scope.spans
             }
 
+    def last_sum(self, name: str, **attributes: str) -> int | None:
+        """The last exported value of a sum metric's point with exactly ``attributes`` (cumulative)."""
+        found = None
+        with self.lock:
+            for request in self.metrics:
+                for resource in request.resource_metrics:
+                    for scope in resource.scope_metrics:
+                        for metric in scope.metrics:
+                            if metric.name != name:
+                                continue
+                            for point in metric.sum.data_points:
+                                if {a.key: a.value.string_value for a in point.attributes} == attributes:
+                                    found = point.as_int
+        return found
+
     def metric_names(self) -> set[str]:
         with self.lock:
             return {
@@ -176,6 +191,17 @@ def assert_scored_over_otlp(servicer: Receiver) -> None:
     (event,) = [r for r in servicer.log_records() if r.event_name == semconv.GEN_AI_EVALUATION_RESULT]
     assert event.trace_id == answer.trace_id and event.span_id == answer.span_id
     assert attributes(event.attributes)[semconv.GEN_AI_EVALUATION_SCORE_VALUE] == expected.total
+    # The processor's own pipeline metrics reach the global meter provider too (it was made before the SDK
+    # set that provider; the API's proxy hands the instruments over). The last export is at shutdown.
+    outcome = semconv.METRIC_ATTR_PROCESSOR_OUTCOME
+    wait_for(lambda: servicer.last_sum(semconv.METRIC_PROCESSOR_SPANS_FORWARDED) == 2)
+    assert servicer.last_sum(semconv.METRIC_PROCESSOR_SPANS_RECEIVED) == 2
+    assert (
+        servicer.last_sum(semconv.METRIC_PROCESSOR_ANSWERS, **{outcome: semconv.PIPELINE_OUTCOME_SCORED}) == 1
+    )
+    assert (
+        servicer.last_sum(semconv.METRIC_PROCESSOR_ANSWERS, **{outcome: semconv.PIPELINE_OUTCOME_FAILED}) == 0
+    )
 
 
 def test_configure_from_env_sends_traces_metrics_and_events_over_otlp(receiver: tuple[Receiver, int]) -> None:

@@ -4,8 +4,9 @@
 
 Modules by job: ``processor`` (the span processor), ``decorator`` (``@scored_answer``), ``recording``
 (``record_signals``, ``mark_answer``), ``attributes`` (scorecard -> span attributes), ``metrics`` (the
-instruments), ``events`` (the ``gen_ai.evaluation.result`` log record), ``setup`` (``OTEL_*`` environment
-setup and the ``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
+confidence instruments), ``pipeline`` (the processor's own health metrics), ``events`` (the
+``gen_ai.evaluation.result`` log record), ``setup`` (``OTEL_*`` environment setup and the
+``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
 """
 
 from __future__ import annotations
