@@ -173,24 +173,26 @@ class _ProcessorGroup:
 
     def totals(self) -> _Totals:
         with self._lock:
+            # One locked step decides, for this reading, whether a processor counts as retired or as
+            # watched: never both.
+            self._sweep()
             watched = list(self._watched)
-        totals = _Totals()
-        totals.add(self._retired_after_sweep())
+            totals = _Totals()
+            totals.add(self._retired)
         for entry in watched:
             totals.add(entry.counts.snapshot())
         return totals
 
-    def _retired_after_sweep(self) -> _Totals:
-        """Fold the counts of collected processors into the retired totals (keeps the list bounded)."""
-        with self._lock:
-            dead = [entry for entry in self._watched if entry.gauges() is None]
-            if dead:
-                self._watched = [entry for entry in self._watched if entry.gauges() is not None]
-                for entry in dead:
-                    self._retired.add(entry.counts.snapshot())
-            retired = _Totals()
-            retired.add(self._retired)
-            return retired
+    def _sweep(self) -> None:
+        """Fold the counts of collected processors into the retired totals (keeps the list bounded). Called
+        with the lock held; a collected processor writes no more, so its counts are final."""
+        alive = []
+        for entry in self._watched:
+            if entry.gauges() is None:  # asked once per entry: a processor may die between two asks
+                self._retired.add(entry.counts.snapshot())
+            else:
+                alive.append(entry)
+        self._watched = alive
 
     def _gauges(self) -> tuple[int, int]:
         with self._lock:
