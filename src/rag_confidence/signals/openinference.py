@@ -41,8 +41,9 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     return []
 
 
-# Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up: span attribute limits drop the
-# highest indexes, never the lowest, so the first index with none of the fields ends the list.
+# Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up; the first index with none of the
+# fields ends the list. (The SDK's attribute count limit drops the *oldest* attributes: a span over the limit
+# has lost ``openinference.span.kind``, set at its start, before any document, and is no retrieval to us.)
 _MAX_DOCUMENTS = 10_000
 # The probed keys of the first documents, per prefix, built once: formatting four keys per document cost more
 # than reading them. Documents past this many get their keys formatted as they are read.
