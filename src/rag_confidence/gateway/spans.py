@@ -82,7 +82,7 @@ def to_record(span: ProtoSpan) -> SpanRecord:
                 attributes=attributes_to_dict(event.attributes),
                 timestamp=event.time_unix_nano,
             )
-            for event in events
+            for event in events[:]
         )
         if events
         else (),
@@ -97,7 +97,8 @@ def to_record(span: ProtoSpan) -> SpanRecord:
 def attributes_to_dict(attributes: Sequence[KeyValue]) -> dict[str, Any]:
     """Attribute list to a dict. A repeated key keeps its last value (OTLP forbids repeats; a producer that
     sends them means the later one); a value that is empty, or of a kind we do not read, leaves its key out."""
-    last = {item.key: item.value for item in attributes}
+    # A slice copies the items out in C; iterating a upb repeated field ends in an exception.
+    last = {item.key: item.value for item in attributes[:]}
     result: dict[str, Any] = {}
     for key, value in last.items():
         converted = any_value_to_python(value)
@@ -159,7 +160,7 @@ def set_attributes(span: ProtoSpan, attributes: Mapping[str, Any]) -> None:
     """
     if not attributes:
         return
-    replaced = [item for item in span.attributes if item.key not in attributes]
+    replaced = [item for item in span.attributes[:] if item.key not in attributes]
     if len(replaced) != len(span.attributes):
         kept = [KeyValue(key=item.key, value=item.value) for item in replaced]
         del span.attributes[:]
