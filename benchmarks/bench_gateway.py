@@ -18,6 +18,7 @@ grow the peak in proportion: the extra requests are refused with UNAVAILABLE bef
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -95,12 +96,21 @@ def build_request(rag_traces: int = 2, plain_traces: int = 38) -> tuple[bytes, i
     return encode_spans(spans).SerializeToString(), len(spans)
 
 
+_INSTALLED = importlib.util.find_spec("rag_confidence") is not None
+
+
 class GatewayProcess:
     def __init__(self, downstream_port: int, *extra: str) -> None:
         self.grpc_port, self.http_port = _free_port(), _free_port()
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            # The installed package (compiled scoring core with `pip install .`); the source tree only when the
+            # package is not installed.
+            **(
+                {}
+                if _INSTALLED
+                else {"PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            ),
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{downstream_port}",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
             "OTEL_METRICS_EXPORTER": "none",

@@ -27,8 +27,8 @@ from opentelemetry.util.types import AttributeValue
 from .. import semconv
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
-from ..signals.answers import is_retrieval_span
-from ..signals.records import EventRecord, SpanRecord
+from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
+from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
@@ -415,29 +415,17 @@ class ConfidenceSpanProcessor(SpanProcessor):
             )
 
 
-# A span can only be a retrieval or a marked answer (``is_retrieval_span``, ``is_marked_answer``) if it has
-# one of these keys or any event. Checking key presence in one C-level pass over the attribute keys keeps the
-# per-span cost of ordinary traffic negligible; the signals rules decide for the spans that pass.
-_ANSWER_HINT_KEYS = frozenset(
-    {
-        semconv.RAG_ANSWER,
-        semconv.RAG_RETRIEVAL_METHOD,
-        semconv.OPENINFERENCE_SPAN_KIND,
-        semconv.GEN_AI_OPERATION_NAME,
-    }
-)
-
-
 def _may_hold_answer(span: ReadableSpan) -> bool:
-    """Whether this span makes its trace worth scoring (a retrieval or a marked answer); cheap, per span."""
+    """Whether this span makes its trace worth scoring (a retrieval or a marked answer); cheap, per span.
+
+    Only spans with one of the hint keys or with events can be either (the rule lives in ``signals``); the
+    key check is one C-level pass, so ordinary traffic costs next to nothing here.
+    """
     attributes = span.attributes or {}
     events = span.events
-    if not events and _ANSWER_HINT_KEYS.isdisjoint(attributes):
+    if not events and ANSWER_HINT_KEYS.isdisjoint(attributes):
         return False
-    if attributes.get(semconv.RAG_ANSWER) is True:
-        return True
-    records = tuple(EventRecord(event.name) for event in events) if events else ()
-    return is_retrieval_span(SpanRecord(0, 0, None, span.name, attributes, records))
+    return may_hold_answer(attributes, [event.name for event in events])
 
 
 def _already_scored(attributes: Mapping[str, Any]) -> bool:
