@@ -6,7 +6,7 @@ and are used when compilation is off or fails:
 
 * ``RAG_CONFIDENCE_PURE_PYTHON=1`` skips compilation;
 * editable installs (``pip install -e``) skip it, so edits to the sources take effect without a rebuild;
-* a failed C build falls back to the pure-Python modules (the extensions are optional).
+* a failed C build, or a mypyc analysis failure, falls back to the pure-Python modules.
 """
 
 from __future__ import annotations
@@ -45,7 +45,13 @@ def _extensions() -> list[object]:
         from mypyc.build import mypycify
     except ImportError:  # building without the declared build requirements
         return []
-    extensions = mypycify(COMPILED, opt_level="3", debug_level="0")
+    try:
+        extensions = mypycify(COMPILED, opt_level="3", debug_level="0")
+    except (Exception, SystemExit) as error:  # mypy reports type errors by exiting
+        print(
+            f"rag-confidence: mypyc compilation skipped, installing pure Python ({error!r})", file=sys.stderr
+        )
+        return []
     for extension in extensions:
         extension.optional = True  # no C compiler: install the pure-Python modules instead
     return list(extensions)

@@ -11,7 +11,8 @@ The scoring API is imported eagerly; the OpenTelemetry API (``ConfidenceSpanProc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 from . import errors
 from .errors import (
@@ -37,16 +38,8 @@ from .scoring.evaluators import (
     merge_evaluation_signals,
 )
 
-if TYPE_CHECKING:
-    from .otel import (
-        ConfidenceSpanProcessor,
-        configure_from_env,
-        last_scorecard,
-        mark_answer,
-        record_signals,
-        scored_answer,
-    )
-
+# No TYPE_CHECKING import of .otel here, for the same reason as in __getattr__; typed code imports these
+# from rag_confidence.otel.
 _OTEL_EXPORTS = frozenset(
     {
         "ConfidenceSpanProcessor",
@@ -61,9 +54,9 @@ _OTEL_EXPORTS = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _OTEL_EXPORTS:
-        from . import otel
-
-        return getattr(otel, name)
+        # import_module, not an import statement: mypy (and so the mypyc build, which type-checks this package
+        # without OpenTelemetry installed) does not follow it.
+        return getattr(importlib.import_module("rag_confidence.otel"), name)
     raise AttributeError(f"module 'rag_confidence' has no attribute {name!r}")
 
 
