@@ -16,8 +16,8 @@ import sys
 
 from setuptools import setup
 
-# Modules that only compute on plain data (and the plain-data validator). Models and OpenTelemetry code stay
-# Python.
+# Modules that only compute on plain data: the scoring core, its plain-data validator, and signal extraction
+# (span records -> inputs). Models, records, options and OpenTelemetry code stay Python.
 COMPILED = [
     "src/rag_confidence/scoring/_js.py",
     "src/rag_confidence/scoring/_plain.py",
@@ -35,6 +35,17 @@ COMPILED = [
     "src/rag_confidence/scoring/dimensions/corpus.py",
     "src/rag_confidence/scoring/dimensions/freshness.py",
     "src/rag_confidence/scoring/dimensions/index_integrity.py",
+    "src/rag_confidence/signals/_values.py",
+    "src/rag_confidence/signals/answers.py",
+    "src/rag_confidence/signals/candidates.py",
+    "src/rag_confidence/signals/citations.py",
+    "src/rag_confidence/signals/documents.py",
+    "src/rag_confidence/signals/extract.py",
+    "src/rag_confidence/signals/genai.py",
+    "src/rag_confidence/signals/generation.py",
+    "src/rag_confidence/signals/native.py",
+    "src/rag_confidence/signals/openinference.py",
+    "src/rag_confidence/signals/openllmetry.py",
 ]
 
 

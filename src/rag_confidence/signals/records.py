@@ -9,10 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
+
+class ReadableSpan(Protocol):
+    """What :meth:`SpanRecord.from_readable_span` reads of an SDK ``ReadableSpan``.
+
+    A structural type rather than an import, so this package type-checks (and the mypyc build analyses it)
+    without the SDK installed.
+    """
+
+    @property
+    def context(self) -> Any: ...
+    @property
+    def parent(self) -> Any: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def attributes(self) -> Mapping[str, Any] | None: ...
+    @property
+    def events(self) -> Any: ...
+    @property
+    def start_time(self) -> int | None: ...
+    @property
+    def end_time(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
