@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from .. import semconv
-from ..scoring.models import ConfidenceScorecard
+from ..scoring.render import render_scorecard
 from .decorator import last_scorecard, scored_answer
 from .processor import ConfidenceSpanProcessor
 from .recording import record_signals
@@ -299,32 +299,6 @@ def run_demo(out: TextIO | None = None) -> int:
     meter_provider.shutdown()
     logger_provider.shutdown()
     return 0
-
-
-def render_scorecard(card: ConfidenceScorecard) -> str:
-    """A plain-text scorecard: total, label, action, tiers, dimensions and warnings."""
-    lines = [f"scorecard: {_number(card.total)}/100  {card.label}  ->  {card.recommended_action}"]
-    lines.append(f"  why: {card.action_reason}")
-    if card.tier1 is not None:
-        lines.append(f"  tier 1 (core): {_number(card.tier1.score)} {card.tier1.label}")
-    if card.tier2 is not None:
-        lines.append(f"  tier 2 (extensions): {_number(card.tier2.score)} {card.tier2.label}")
-    lines.append(f"  {'dimension':<16}{'score':>6}{'raw/max':>12}  explanation")
-    for name in type(card.dimensions).model_fields:
-        dimension = getattr(card.dimensions, name)
-        if dimension is None:
-            continue
-        raw = f"{_number(dimension.raw)}/{_number(dimension.max)}"
-        lines.append(f"  {name:<16}{_number(dimension.normalized):>6}{raw:>12}  {dimension.explanation}")
-    for warning in card.meta.warnings:
-        lines.append(f"  warning [{warning.severity}] {warning.code}: {warning.message}")
-    if card.meta.missing_signals:
-        lines.append(f"  missing signals: {', '.join(card.meta.missing_signals)}")
-    return "\n".join(lines) + "\n"
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
 
 
 def _show(value: Any) -> str:

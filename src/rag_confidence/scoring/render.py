@@ -17,10 +17,10 @@ def render_scorecard(card: ConfidenceScorecard) -> str:
     >>> from rag_confidence import compute_confidence
     >>> card = compute_confidence({"supportLevel": "low", "candidates": [], "hasConflict": False})
     >>> print(render_scorecard(card).splitlines()[0])
-    confidence 8/100  Insufficient (red)  ->  abstain
+    scorecard: 8/100  Insufficient  ->  abstain
     """
     lines = [
-        f"confidence {_number(card.total)}/100  {card.label} ({card.label_color})  ->  {card.recommended_action}",
+        f"scorecard: {_number(card.total)}/100  {card.label}  ->  {card.recommended_action}",
         f"  why: {card.action_reason}",
     ]
     if card.tier1 is not None:
