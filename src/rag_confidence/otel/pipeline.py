@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -32,31 +32,8 @@ __all__ = ["ProcessorCounts", "observe_processor"]
 
 
 @dataclass(slots=True)
-class ProcessorCounts:
-    """What one processor counted since it was created. The processor changes these with its own lock held
-    (:attr:`lock`); readers take the same lock."""
-
-    lock: threading.Lock
-    spans_received: int = 0
-    spans_forwarded: int = 0
-    spans_unbuffered: int = 0
-    answers_scored: int = 0
-    answers_failed: int = 0
-    answers_already_scored: int = 0
-    evicted_max_age: int = 0
-    evicted_max_traces: int = 0
-    failures_scoring: int = 0
-    failures_recording: int = 0
-    failures_processing: int = 0
-
-    def snapshot(self) -> _Totals:
-        with self.lock:
-            return _Totals(*(getattr(self, name) for name in _TOTAL_FIELDS))
-
-
-@dataclass(slots=True)
 class _Totals:
-    """A lock-free copy of the counts, and the sum over the processors of one meter provider."""
+    """A lock-free copy of one processor's counts, and the sum over the processors of one meter provider."""
 
     spans_received: int = 0
     spans_forwarded: int = 0
@@ -73,6 +50,18 @@ class _Totals:
     def add(self, other: _Totals) -> None:
         for name in _TOTAL_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(slots=True)
+class ProcessorCounts(_Totals):
+    """What one processor counted since it was created. The processor changes these with its own lock held
+    (:attr:`lock`); readers take the same lock."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> _Totals:
+        with self.lock:
+            return _Totals(*(getattr(self, name) for name in _TOTAL_FIELDS))
 
 
 _TOTAL_FIELDS = tuple(f.name for f in fields(_Totals))

@@ -156,7 +156,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # Insertion order is creation order, so the oldest trace is always first: eviction is O(1).
         self._pending: OrderedDict[int, _PendingTrace] = OrderedDict()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
-        self._counts = ProcessorCounts(self._lock)
+        self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.add(self)
