@@ -12,26 +12,24 @@ _SUPPORT_LEVELS = frozenset({"high", "medium", "low"})
 _QUERY_COMPLEXITIES = frozenset({"direct", "inferential", "multi-hop", "comparative"})
 
 
-def _support_level(reader: Reader, value: Any) -> str | None:
-    text = reader.string(value)
-    if text is None:
-        return None
-    lowered = text.strip().lower()
-    if lowered not in _SUPPORT_LEVELS:
-        reader.skip()
-        return None
-    return lowered
+def _one_of(allowed: frozenset[str]) -> Callable[[Reader, Any], str | None]:
+    """A reader for an enumerated value: case and surrounding space ignored, anything else skipped."""
+
+    def read(reader: Reader, value: Any) -> str | None:
+        text = reader.string(value)
+        if text is None:
+            return None
+        lowered = text.strip().lower()
+        if lowered not in allowed:
+            reader.skip()
+            return None
+        return lowered
+
+    return read
 
 
-def _query_complexity(reader: Reader, value: Any) -> str | None:
-    text = reader.string(value)
-    if text is None:
-        return None
-    lowered = text.strip().lower()
-    if lowered not in _QUERY_COMPLEXITIES:
-        reader.skip()
-        return None
-    return lowered
+_support_level = _one_of(_SUPPORT_LEVELS)
+_query_complexity = _one_of(_QUERY_COMPLEXITIES)
 
 
 def _note(reader: Reader, value: Any) -> str | None:
