@@ -21,7 +21,7 @@ from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
 from .assembly import AssemblyWindow
 from .screen import Screen
-from .spans import has_valid_ids, set_attributes, to_record
+from .spans import set_attributes, to_record
 
 _logger = logging.getLogger(__name__)
 
@@ -79,52 +79,57 @@ class TracePipeline:
         """Validate, group and score ``request`` in place; ``payload`` is its body when it came as protobuf
         (it lets the screen skip fields no span can pass on, see :mod:`.screen`)."""
         prepared = Prepared(request)
+        scorer = self._scorer
         # Without the window a request is all the gateway sees of a trace, so a trace with no retrieval and no
         # marked answer holds no answer and needs no records at all. The window may complete such a trace
         # with spans of a later request, so there every span becomes a record.
-        screen = Screen(payload) if self._scorer is not None and self._window is None else None
-        group = self._scorer is not None and (screen is None or screen.needed)
+        screen = Screen(payload) if scorer is not None and self._window is None else None
         scopes = [scope for resource in request.resource_spans for scope in resource.scope_spans]
         by_scope = screen is not None and screen.needed and (payload is None or len(scopes) > 1)
-        by_trace: dict[bytes, list[ProtoSpan]] = {}
+        # Every valid span with its trace id (read once: each read of a bytes field copies it out).
+        kept: list[ProtoSpan] = []
+        trace_ids: list[bytes] = []
         answering: set[bytes] = set()
         for scope_spans in scopes:
             spans = scope_spans.spans
-            prepared.received += len(spans)
-            for index in range(len(spans) - 1, -1, -1):
-                if not has_valid_ids(spans[index]):
-                    del spans[index]
-                    prepared.rejected += 1
-            if not group:
+            if not spans:
                 continue
-            scope_screen = None
-            if screen is not None:
-                scope_screen = screen.within(scope_spans.SerializeToString()) if by_scope else screen
-                if not scope_screen.needed:  # no span of this scope can pass: group without reading keys
-                    scope_screen = None
-            for span in spans:
-                trace_id = span.trace_id
-                trace_spans = by_trace.get(trace_id)
-                if trace_spans is None:
-                    trace_spans = by_trace[trace_id] = []
-                trace_spans.append(span)
-                if (
-                    scope_screen is not None
-                    and trace_id not in answering
-                    and scope_screen.may_hold_answer(span)
-                ):
+            first = len(kept)
+            invalid = _keep_valid(spans[:], kept, trace_ids)  # a slice copies the items out in C
+            prepared.received += len(spans)
+            if invalid:
+                for index in reversed(invalid):
+                    del spans[index]
+                prepared.rejected += len(invalid)
+            if screen is None:
+                continue
+            scope_screen = screen.within(scope_spans.SerializeToString()) if by_scope else screen
+            if not scope_screen.needed:  # no span of this scope can pass: skip reading its keys
+                continue
+            for index in range(first, len(kept)):
+                trace_id = trace_ids[index]
+                if trace_id not in answering and scope_screen.may_hold_answer(kept[index]):
                     answering.add(trace_id)
-        if self._scorer is None or not by_trace:
+        if scorer is None or not kept:
             return prepared
-        if screen is not None:  # one pass over all traces: find_answers keys spans by (trace, span) id
-            candidates = [
-                span for trace_id, spans in by_trace.items() if trace_id in answering for span in spans
-            ]
-            if candidates:
-                self._score_trace(self._scorer, candidates, prepared)
-        else:
-            for trace_spans in by_trace.values():
-                self._score_trace(self._scorer, trace_spans, prepared)
+        by_trace: dict[bytes, list[ProtoSpan]] = {}
+        if screen is not None:
+            if not answering:
+                return prepared
+            for span, trace_id in zip(kept, trace_ids, strict=True):
+                if trace_id in answering:
+                    group = by_trace.get(trace_id)
+                    if group is None:
+                        by_trace[trace_id] = [span]
+                    else:
+                        group.append(span)
+            # One pass over all answering traces: find_answers keys spans by (trace, span) id.
+            self._score_trace(scorer, [span for spans in by_trace.values() for span in spans], prepared)
+            return prepared
+        for span, trace_id in zip(kept, trace_ids, strict=True):
+            by_trace.setdefault(trace_id, []).append(span)
+        for trace_spans in by_trace.values():
+            self._score_trace(scorer, trace_spans, prepared)
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
@@ -159,3 +164,30 @@ class TracePipeline:
             prepared.scored.append(
                 ScoredSpan(record.trace_id, record.span_id, result.scorecard, result.duration_s)
             )
+
+
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+
+
+def _keep_valid(spans: list[ProtoSpan], kept: list[ProtoSpan], trace_ids: list[bytes]) -> list[int]:
+    """Append the spans with valid OTLP ids and their trace ids to ``kept`` and ``trace_ids``; return the
+    positions of the others, in order. Valid: a 16-byte trace id and an 8-byte span id, neither all zero, and
+    a parent span id empty or 8 bytes long."""
+    # Runs for every span the gateway receives: each field is read once.
+    invalid: list[int] = []
+    for index, span in enumerate(spans):
+        trace_id = span.trace_id
+        span_id = span.span_id
+        if (
+            len(trace_id) == 16
+            and len(span_id) == 8
+            and trace_id != _ZERO_TRACE_ID
+            and span_id != _ZERO_SPAN_ID
+            and len(span.parent_span_id) in (0, 8)
+        ):
+            kept.append(span)
+            trace_ids.append(trace_id)
+        else:
+            invalid.append(index)
+    return invalid

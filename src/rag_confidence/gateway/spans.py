@@ -31,8 +31,6 @@ _STATUS_NAMES = {
     Status.STATUS_CODE_OK: "OK",
     Status.STATUS_CODE_ERROR: "ERROR",
 }
-_ZERO_TRACE_ID = bytes(16)
-_ZERO_SPAN_ID = bytes(8)
 _MAX_DEPTH = 16  # nested arrays/kvlists deeper than this are not signal data; stop rather than recurse
 
 
@@ -46,22 +44,8 @@ def span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
 
 
-def has_valid_ids(span: ProtoSpan) -> bool:
-    """OTLP ids: 16-byte trace id and 8-byte span id, not all zero; parent span id empty or 8 bytes."""
-    # Each field read copies bytes out of the message: read each once.
-    trace_id = span.trace_id
-    span_id = span.span_id
-    return (
-        len(trace_id) == 16
-        and len(span_id) == 8
-        and trace_id != _ZERO_TRACE_ID
-        and span_id != _ZERO_SPAN_ID
-        and len(span.parent_span_id) in (0, 8)
-    )
-
-
 def to_record(span: ProtoSpan) -> SpanRecord:
-    """View a protobuf span (with valid ids, see :func:`has_valid_ids`) as a :class:`SpanRecord`.
+    """View a protobuf span (with valid ids, see :mod:`.pipeline`) as a :class:`SpanRecord`.
 
     Attributes are converted into dicts up front: records are built only for traces that may hold an answer
     (see :mod:`.screen`), and answer detection and signal extraction then read each span's attributes
@@ -142,11 +126,13 @@ def python_to_any_value(value: Any, target: AnyValue) -> None:
         target.bytes_value = value
     elif isinstance(value, Mapping):
         kvlist = target.kvlist_value
+        kvlist.SetInParent()
         for key, item in value.items():
             entry = kvlist.values.add(key=str(key))
             python_to_any_value(item, entry.value)
     elif isinstance(value, Sequence):
         array = target.array_value
+        array.SetInParent()
         for item in value:
             python_to_any_value(item, array.values.add())
     else:
@@ -165,7 +151,27 @@ def set_attributes(span: ProtoSpan, attributes: Mapping[str, Any]) -> None:
         kept = [KeyValue(key=item.key, value=item.value) for item in replaced]
         del span.attributes[:]
         span.attributes.extend(kept)
+    add = span.attributes.add
     for key, value in attributes.items():
         if value is None:
             continue
-        python_to_any_value(value, span.attributes.add(key=key).value)
+        # Scorecard attributes are str, int, float and lists of str: set those directly (``add()`` and field
+        # assignment is the cheapest way into upb; constructing messages with keywords costs more).
+        item = add()
+        item.key = key
+        target = item.value
+        kind = type(value)
+        if kind is str:
+            target.string_value = value
+        elif kind is int:
+            target.int_value = value
+        elif kind is float:
+            target.double_value = value
+        elif kind is list and all(type(entry) is str for entry in value):
+            array = target.array_value
+            array.SetInParent()  # an empty list is an empty array, as the SDK's encoder writes it
+            values = array.values
+            for entry in value:
+                values.add().string_value = entry
+        else:
+            python_to_any_value(value, target)

@@ -13,12 +13,22 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
+from ..scoring._build import scorecard_data
+from ..scoring.models import Dimensions
 
 if TYPE_CHECKING:
     from ..scoring.models import ConfidenceScorecard
     from ..signals import ExtractedSignals
 
-__all__ = ["dimension_names", "dimension_score", "scorecard_attributes", "score_int"]
+__all__ = [
+    "DIMENSIONS",
+    "DimensionNames",
+    "active_dimensions",
+    "dimension_names",
+    "dimension_score",
+    "scorecard_attributes",
+    "score_int",
+]
 
 
 def dimension_names(scorecard: ConfidenceScorecard) -> list[str]:
@@ -27,8 +37,37 @@ def dimension_names(scorecard: ConfidenceScorecard) -> list[str]:
     These are the ``<name>`` in ``rag.confidence.dimension.<name>.score`` and the values of the
     ``rag.confidence.dimension`` metric attribute (``index_integrity``, never ``indexIntegrity``).
     """
-    dimensions = scorecard.dimensions
-    return [name for name in type(dimensions).model_fields if getattr(dimensions, name, None) is not None]
+    return [dimension.name for dimension, _ in active_dimensions(scorecard_data(scorecard))]
+
+
+class DimensionNames:
+    """One dimension's names: its key in plain scorecard data, its snake_case name, its span attributes."""
+
+    __slots__ = ("key", "max_attribute", "name", "raw_attribute", "score_attribute")
+
+    def __init__(self, key: str, name: str) -> None:
+        self.key = key
+        self.name = name
+        self.score_attribute = semconv.dimension_score_attribute(name)
+        self.raw_attribute = semconv.dimension_raw_attribute(name)
+        self.max_attribute = semconv.dimension_max_attribute(name)
+
+
+# In the model's field order, which is the order attributes and metric points are written in.
+DIMENSIONS: tuple[DimensionNames, ...] = tuple(
+    DimensionNames(field.alias or name, name) for name, field in Dimensions.model_fields.items()
+)
+
+
+def active_dimensions(data: Mapping[str, Any]) -> list[tuple[DimensionNames, Mapping[str, Any]]]:
+    """The active dimensions of plain scorecard ``data`` with their plain results."""
+    dimensions = data["dimensions"]
+    found = []
+    for names in DIMENSIONS:
+        result = dimensions.get(names.key)
+        if result is not None:
+            found.append((names, result))
+    return found
 
 
 def scorecard_attributes(
@@ -51,47 +90,44 @@ def scorecard_attributes(
     >>> attributes["rag.confidence.total"] == card.total, attributes["rag.confidence.candidates"]
     (True, 1)
     """
+    # Read from the plain data: the nested models are built only if the application reads them.
+    data = scorecard_data(scorecard)
     attributes: dict[str, AttributeValue] = {}
-    total = score_int(scorecard.total)
+    total = score_int(data["total"])
     if total is not None:  # NaN only for non-finite inputs; an absent total is more honest than a fake 0
         attributes[semconv.RAG_CONFIDENCE_TOTAL] = total
-    attributes[semconv.RAG_CONFIDENCE_LABEL] = str(scorecard.label)
-    attributes[semconv.RAG_CONFIDENCE_ACTION] = str(scorecard.recommended_action)
-    attributes[semconv.RAG_CONFIDENCE_LABEL_COLOR] = str(scorecard.label_color)
-    attributes[semconv.RAG_CONFIDENCE_ACTION_REASON] = str(scorecard.action_reason)
+    attributes[semconv.RAG_CONFIDENCE_LABEL] = str(data["label"])
+    attributes[semconv.RAG_CONFIDENCE_ACTION] = str(data["recommendedAction"])
+    attributes[semconv.RAG_CONFIDENCE_LABEL_COLOR] = str(data["labelColor"])
+    attributes[semconv.RAG_CONFIDENCE_ACTION_REASON] = str(data["actionReason"])
     for tier, score_key, label_key in (
-        (scorecard.tier1, semconv.RAG_CONFIDENCE_TIER1_SCORE, semconv.RAG_CONFIDENCE_TIER1_LABEL),
-        (scorecard.tier2, semconv.RAG_CONFIDENCE_TIER2_SCORE, semconv.RAG_CONFIDENCE_TIER2_LABEL),
+        (data["tier1"], semconv.RAG_CONFIDENCE_TIER1_SCORE, semconv.RAG_CONFIDENCE_TIER1_LABEL),
+        (data["tier2"], semconv.RAG_CONFIDENCE_TIER2_SCORE, semconv.RAG_CONFIDENCE_TIER2_LABEL),
     ):
         if tier is None:
             continue
-        tier_score = score_int(tier.score)
+        tier_score = score_int(tier["score"])
         if tier_score is not None:
             attributes[score_key] = tier_score
-        attributes[label_key] = str(tier.label)
-
-    meta = scorecard.meta
-    attributes[semconv.RAG_CONFIDENCE_WARNINGS] = [str(warning.code) for warning in meta.warnings]
-    attributes[semconv.RAG_CONFIDENCE_MISSING_SIGNALS] = [str(name) for name in meta.missing_signals]
-    attributes[semconv.RAG_CONFIDENCE_ACTIVE_DIMENSIONS] = [str(name) for name in meta.active_dimensions]
-
+        attributes[label_key] = str(tier["label"])
+    meta = data["meta"]
+    attributes[semconv.RAG_CONFIDENCE_WARNINGS] = [str(warning["code"]) for warning in meta["warnings"]]
+    attributes[semconv.RAG_CONFIDENCE_MISSING_SIGNALS] = [str(name) for name in meta["missingSignals"]]
+    attributes[semconv.RAG_CONFIDENCE_ACTIVE_DIMENSIONS] = [str(name) for name in meta["activeDimensions"]]
     source_inputs = inputs if inputs is not None else (extracted.inputs if extracted is not None else None)
     candidates = source_inputs.get("candidates") if source_inputs is not None else None
     attributes[semconv.RAG_CONFIDENCE_CANDIDATES] = len(candidates) if isinstance(candidates, Sequence) else 0
     attributes[semconv.RAG_CONFIDENCE_DERIVED_SIGNALS] = (
         [str(name) for name in extracted.derived] if extracted is not None else []
     )
-    attributes[semconv.RAG_CONFIDENCE_ALGORITHM_VERSION] = str(meta.algorithm_version)
-    attributes[semconv.RAG_CONFIDENCE_SCHEMA_VERSION] = str(meta.schema_version)
-
-    for name in dimension_names(scorecard):
-        dimension = getattr(scorecard.dimensions, name)
-        normalized = dimension_score(dimension.normalized)
+    attributes[semconv.RAG_CONFIDENCE_ALGORITHM_VERSION] = str(meta["algorithmVersion"])
+    attributes[semconv.RAG_CONFIDENCE_SCHEMA_VERSION] = str(meta["schemaVersion"])
+    for names, dimension in active_dimensions(data):
+        normalized = dimension_score(dimension["normalized"])
         if normalized is not None:
-            attributes[semconv.dimension_score_attribute(name)] = normalized
-        attributes[semconv.dimension_raw_attribute(name)] = float(dimension.raw)
-        attributes[semconv.dimension_max_attribute(name)] = float(dimension.max)
-
+            attributes[names.score_attribute] = normalized
+        attributes[names.raw_attribute] = float(dimension["raw"])
+        attributes[names.max_attribute] = float(dimension["max"])
     if extracted is not None:
         for key, value in extracted.diagnostics.items():
             if key.startswith(semconv.RAG_CONFIDENCE_PREFIX) and _is_attribute_value(value):

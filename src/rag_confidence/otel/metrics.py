@@ -7,8 +7,11 @@ and every measurement is recorded in the scored span's context so trace-based ex
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -16,7 +19,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from .. import semconv
-from .attributes import dimension_names, dimension_score, score_int
+from ..scoring._build import scorecard_data
+from .attributes import DIMENSIONS, active_dimensions, dimension_score, score_int
 
 if TYPE_CHECKING:
     from ..scoring.models import ConfidenceScorecard
@@ -92,34 +96,45 @@ class ConfidenceInstruments:
     ) -> None:
         """Record one scorecard on every instrument, in ``context`` (the scored span's; see
         :func:`span_context_as_parent`). ``duration_s`` None records no duration."""
-        total = score_int(scorecard.total)
+        data = scorecard_data(scorecard)
+        total = score_int(data["total"])
         if total is not None:
             self._score.record(
-                total,
-                {
-                    semconv.METRIC_ATTR_LABEL: str(scorecard.label),
-                    semconv.METRIC_ATTR_ACTION: str(scorecard.recommended_action),
-                },
-                context=context,
+                total, _label_action(str(data["label"]), str(data["recommendedAction"])), context=context
             )
-        for tier, tier_name in ((scorecard.tier1, semconv.TIER1), (scorecard.tier2, semconv.TIER2)):
-            tier_score = score_int(tier.score) if tier is not None else None
+        for key, attributes in _TIER_ATTRIBUTES:
+            tier = data[key]
+            tier_score = score_int(tier["score"]) if tier is not None else None
             if tier_score is not None:
-                self._tier_score.record(tier_score, {semconv.METRIC_ATTR_TIER: tier_name}, context=context)
-        for name in dimension_names(scorecard):
-            normalized = dimension_score(getattr(scorecard.dimensions, name).normalized)
+                self._tier_score.record(tier_score, attributes, context=context)
+        for names, dimension in active_dimensions(data):
+            normalized = dimension_score(dimension["normalized"])
             if normalized is not None:
-                self._dimension_score.record(
-                    normalized, {semconv.METRIC_ATTR_DIMENSION: name}, context=context
-                )
-        for warning in scorecard.meta.warnings:
-            self._warnings.add(
-                1,
-                {
-                    semconv.METRIC_ATTR_WARNING_CODE: str(warning.code),
-                    semconv.METRIC_ATTR_WARNING_SEVERITY: str(warning.severity),
-                },
-                context=context,
-            )
+                self._dimension_score.record(normalized, _DIMENSION_ATTRIBUTES[names.name], context=context)
+        for warning in data["meta"]["warnings"]:
+            self._warnings.add(1, _warning(str(warning["code"]), str(warning["severity"])), context=context)
         if duration_s is not None and math.isfinite(duration_s) and duration_s >= 0:
             self._duration.record(duration_s, context=context)
+
+
+# Metric attribute sets come from closed sets, so each is built once and shared by every measurement (the SDK
+# only reads them). Sharing also spares rebuilding a dict per measurement on the span path.
+_TIER_ATTRIBUTES: tuple[tuple[str, Mapping[str, str]], ...] = (
+    ("tier1", MappingProxyType({semconv.METRIC_ATTR_TIER: semconv.TIER1})),
+    ("tier2", MappingProxyType({semconv.METRIC_ATTR_TIER: semconv.TIER2})),
+)
+_DIMENSION_ATTRIBUTES: dict[str, Mapping[str, str]] = {
+    names.name: MappingProxyType({semconv.METRIC_ATTR_DIMENSION: names.name}) for names in DIMENSIONS
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _label_action(label: str, action: str) -> Mapping[str, str]:
+    return MappingProxyType({semconv.METRIC_ATTR_LABEL: label, semconv.METRIC_ATTR_ACTION: action})
+
+
+@functools.lru_cache(maxsize=256)
+def _warning(code: str, severity: str) -> Mapping[str, str]:
+    return MappingProxyType(
+        {semconv.METRIC_ATTR_WARNING_CODE: code, semconv.METRIC_ATTR_WARNING_SEVERITY: severity}
+    )

@@ -54,6 +54,20 @@ def scorecard_model(card: dict[str, Any]) -> ConfidenceScorecard:
     return instance
 
 
+def scorecard_data(card: ConfidenceScorecard) -> dict[str, Any]:
+    """The scorecard as plain camelCase data, the shape ``scorer.score_plain`` returns.
+
+    A scorecard whose nested parts were never read still holds the data it was built from, which is returned
+    as is (treat it as read-only); otherwise the model is dumped. Attribute and metric mapping read this, so
+    the span path never builds the nested models nobody asked for.
+    """
+    private = card.__pydantic_private__
+    plain = None if private is None else private.get("_plain")
+    if plain is not None:
+        return plain  # type: ignore[no-any-return]
+    return card.model_dump(by_alias=True)
+
+
 def _warning(item: dict[str, Any]) -> ConfidenceWarning:
     return _new(
         ConfidenceWarning,
