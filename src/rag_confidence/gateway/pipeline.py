@@ -106,10 +106,7 @@ class TracePipeline:
             scope_screen = screen.within(scope_spans.SerializeToString()) if by_scope else screen
             if not scope_screen.needed:  # no span of this scope can pass: skip reading its keys
                 continue
-            for index in range(first, len(kept)):
-                trace_id = trace_ids[index]
-                if trace_id not in answering and scope_screen.may_hold_answer(kept[index]):
-                    answering.add(trace_id)
+            scope_screen.mark_answering(kept, trace_ids, first, answering)
         if scorer is None or not kept:
             return prepared
         by_trace: dict[bytes, list[ProtoSpan]] = {}

@@ -16,6 +16,8 @@ which may escape characters) is checked scope by scope.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
@@ -53,6 +55,33 @@ class Screen:
     def needed(self) -> bool:
         """False when no span of the request can pass: nothing to screen, nothing to score."""
         return self._keys or self._events
+
+    def mark_answering(
+        self, spans: Sequence[ProtoSpan], trace_ids: Sequence[bytes], start: int, answering: set[bytes]
+    ) -> None:
+        """Add to ``answering`` the trace id of each span from position ``start`` on that may hold an answer
+        (``trace_ids[i]`` is the trace id of ``spans[i]``); traces already in ``answering`` are not read."""
+        # The loop of plain traffic: one cheap test per span (no attribute key of interest, no event), and
+        # the full rule only for the few spans that pass it.
+        keys, events = self._keys, self._events
+        hint_keys = ANSWER_HINT_KEYS
+        for index in range(start, len(spans)):
+            trace_id = trace_ids[index]
+            if trace_id in answering:
+                continue
+            span = spans[index]
+            passed = False
+            if keys:
+                attributes = span.attributes
+                if attributes:
+                    for item in attributes[:]:
+                        if item.key in hint_keys:
+                            passed = True
+                            break
+            if not passed and events and span.events:
+                passed = True
+            if passed and self.may_hold_answer(span):
+                answering.add(trace_id)
 
     def may_hold_answer(self, span: ProtoSpan) -> bool:
         """Whether ``span`` is a retrieval or a marked answer (exactly as the signals rules decide)."""
