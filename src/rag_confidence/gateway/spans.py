@@ -81,13 +81,26 @@ def to_record(span: ProtoSpan) -> SpanRecord:
 def attributes_to_dict(attributes: Sequence[KeyValue]) -> dict[str, Any]:
     """Attribute list to a dict. A repeated key keeps its last value (OTLP forbids repeats; a producer that
     sends them means the later one); a value that is empty, or of a kind we do not read, leaves its key out."""
-    # A slice copies the items out in C; iterating a upb repeated field ends in an exception.
-    last = {item.key: item.value for item in attributes[:]}
     result: dict[str, Any] = {}
-    for key, value in last.items():
-        converted = any_value_to_python(value)
-        if converted is not None:
-            result[key] = converted
+    # A slice copies the items out in C; iterating a upb repeated field ends in an exception. Scalars are
+    # read inline: this runs for every attribute of every span of an answering trace.
+    for item in attributes[:]:
+        value = item.value
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            result[item.key] = value.string_value
+        elif which == "double_value":
+            result[item.key] = value.double_value
+        elif which == "int_value":
+            result[item.key] = value.int_value
+        elif which == "bool_value":
+            result[item.key] = value.bool_value
+        else:
+            converted = any_value_to_python(value)
+            if converted is None:
+                result.pop(item.key, None)  # the last value is the one that counts, even when unreadable
+            else:
+                result[item.key] = converted
     return result
 
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER
-from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.metrics import CallbackOptions, MeterProvider, NoOpMeterProvider, Observation
 from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_ENDPOINT,
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
@@ -169,15 +169,17 @@ def metric_exporter_from_environment(environ: Mapping[str, str] | None = None) -
     )
 
 
-def meter_provider_from_environment(environ: Mapping[str, str] | None = None) -> SdkMeterProvider:
-    """A meter provider exporting periodically (``OTEL_METRIC_EXPORT_INTERVAL``) over OTLP, if configured.
+def meter_provider_from_environment(environ: Mapping[str, str] | None = None) -> MeterProvider:
+    """A meter provider exporting periodically (``OTEL_METRIC_EXPORT_INTERVAL``) over OTLP, if configured;
+    a no-op provider when metrics are off, so no measurement is taken that nothing would read.
 
     The resource comes from ``OTEL_RESOURCE_ATTRIBUTES``/``OTEL_SERVICE_NAME``, ``service.name`` defaulting
     to ``rag-confidence-gateway``.
     """
     exporter = metric_exporter_from_environment(environ)
-    readers = [PeriodicExportingMetricReader(exporter)] if exporter is not None else []
+    if exporter is None:
+        return NoOpMeterProvider()
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME_KEY, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME_KEY: SERVICE_NAME}))
-    return SdkMeterProvider(metric_readers=readers, resource=resource)
+    return SdkMeterProvider(metric_readers=[PeriodicExportingMetricReader(exporter)], resource=resource)
