@@ -8,7 +8,7 @@ shape.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 
@@ -85,24 +85,114 @@ class SpanRecord:
         status = getattr(span, "status", None)
         status_code = getattr(status, "status_code", None) if status is not None else None
         events = span.events
-        return cls(
-            trace_id=context.trace_id if context is not None else 0,
-            span_id=context.span_id if context is not None else 0,
-            parent_span_id=parent.span_id if parent is not None else None,
-            name=span.name,
-            attributes=_copy(span.attributes),
-            events=tuple(
+        trace_id = context.trace_id if context is not None else 0
+        span_id = context.span_id if context is not None else 0
+        parent_span_id = parent.span_id if parent is not None else None
+        name = span.name
+        attributes = _copy(span.attributes)
+        event_records = (
+            tuple(
                 EventRecord(name=event.name, attributes=_copy(event.attributes), timestamp=event.timestamp)
                 for event in events
             )
             if events
-            else (),
-            start_time=span.start_time,
-            end_time=span.end_time,
-            parent_is_remote=bool(parent is not None and parent.is_remote),
-            kind=getattr(kind, "name", None),
-            status_code=getattr(status_code, "name", None),
+            else ()
         )
+        start_time = span.start_time
+        end_time = span.end_time
+        parent_is_remote = bool(parent is not None and parent.is_remote)
+        kind_name = getattr(kind, "name", None)
+        status_name = getattr(status_code, "name", None)
+        if cls is SpanRecord:
+            return _new_span_record(
+                trace_id,
+                span_id,
+                parent_span_id,
+                name,
+                attributes,
+                event_records,
+                start_time,
+                end_time,
+                parent_is_remote,
+                kind_name,
+                status_name,
+            )
+        return cls(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            name=name,
+            attributes=attributes,
+            events=event_records,
+            start_time=start_time,
+            end_time=end_time,
+            parent_is_remote=parent_is_remote,
+            kind=kind_name,
+            status_code=status_name,
+        )
+
+
+# A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, which costs more than the
+# rest of converting a span. Records of exactly this class are built by setting the slots directly: the same
+# instance, as ``__init__`` (which does nothing else) would make it. The field list is checked at import.
+_RECORD_FIELDS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "attributes",
+    "events",
+    "start_time",
+    "end_time",
+    "parent_is_remote",
+    "kind",
+    "status_code",
+)
+if tuple(item.name for item in fields(SpanRecord)) != _RECORD_FIELDS:  # pragma: no cover - a guard for edits
+    raise AssertionError("SpanRecord fields changed: update _RECORD_FIELDS and _new_span_record")
+(
+    _set_trace_id,
+    _set_span_id,
+    _set_parent_span_id,
+    _set_name,
+    _set_attributes,
+    _set_events,
+    _set_start_time,
+    _set_end_time,
+    _set_parent_is_remote,
+    _set_kind,
+    _set_status_code,
+) = (getattr(SpanRecord, name).__set__ for name in _RECORD_FIELDS)
+_new = object.__new__
+
+
+def _new_span_record(
+    trace_id: int,
+    span_id: int,
+    parent_span_id: int | None,
+    name: str,
+    attributes: Mapping[str, Any],
+    events: tuple[EventRecord, ...],
+    start_time: int | None,
+    end_time: int | None,
+    parent_is_remote: bool,
+    kind: str | None,
+    status_code: str | None,
+) -> SpanRecord:
+    """``SpanRecord(...)`` with every field given positionally, built without ``__init__``."""
+    record: SpanRecord = _new(SpanRecord)
+    _set_trace_id(record, trace_id)
+    _set_span_id(record, span_id)
+    _set_parent_span_id(record, parent_span_id)
+    _set_name(record, name)
+    _set_attributes(record, attributes)
+    _set_events(record, events)
+    _set_start_time(record, start_time)
+    _set_end_time(record, end_time)
+    _set_parent_is_remote(record, parent_is_remote)
+    _set_kind(record, kind)
+    _set_status_code(record, status_code)
+    return record
 
 
 def _copy(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
