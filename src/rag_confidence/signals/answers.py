@@ -13,7 +13,7 @@ one only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -136,74 +136,111 @@ def find_answers(spans: Sequence[SpanRecord]) -> list[AnswerGroup]:
     """
     by_id: dict[tuple[int, int], SpanRecord] = {}
     for span in spans:
-        by_id.setdefault((span.trace_id, span.span_id), span)
-
-    def parent_of(span: SpanRecord) -> SpanRecord | None:
-        if span.parent_span_id is None or span.parent_is_remote:
-            return None
-        parent = by_id.get((span.trace_id, span.parent_span_id))
-        return None if parent is None or parent is span else parent
+        key = (span.trace_id, span.span_id)
+        if key not in by_id:
+            by_id[key] = span
 
     # Owner of each span: the innermost marked answer on its ancestor path (itself included), else its root.
     owner: dict[tuple[int, int], tuple[SpanRecord, bool]] = {}
-
-    def resolve(span: SpanRecord) -> tuple[SpanRecord, bool]:
-        path: list[SpanRecord] = []
-        seen: set[tuple[int, int]] = set()
-        current: SpanRecord | None = span
-        found: tuple[SpanRecord, bool] | None = None
-        while current is not None:
-            key = (current.trace_id, current.span_id)
-            if key in owner:
-                found = owner[key]
-                break
-            if key in seen:  # a cycle in broken data: treat the repeated span as a root
-                break
-            seen.add(key)
-            path.append(current)
-            if is_marked_answer(current):
-                found = (current, True)
-                break
-            current = parent_of(current)
-        if found is None:
-            found = (path[-1], False) if path else (span, False)
-        # The path runs from the span up to (and including) its owner, so every span on it shares that owner.
-        for visited in path:
-            owner[(visited.trace_id, visited.span_id)] = found
-        return found
-
+    seen: set[tuple[int, int]] = set()  # reused by every _resolve call
     members: dict[tuple[int, int], list[SpanRecord]] = {}
     answers: dict[tuple[int, int], tuple[SpanRecord, AnswerRule]] = {}
     root_has_marked: set[tuple[int, int]] = set()
     root_has_retrieval: set[tuple[int, int]] = set()
     for span in by_id.values():
-        answer, marked = resolve(span)
+        answer, marked = _resolve(span, by_id, owner, seen)
         answer_key = (answer.trace_id, answer.span_id)
-        members.setdefault(answer_key, []).append(span)
+        listed = members.get(answer_key)
+        if listed is None:
+            members[answer_key] = [span]
+        else:
+            listed.append(span)
         if marked:
             answers[answer_key] = (answer, "marked")
-            root_key = _root_key(answer, parent_of)
-            root_has_marked.add(root_key)
+            root_has_marked.add(_root_key(answer, by_id, seen))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_key)
 
     for root_key in root_has_retrieval - root_has_marked:
-        answers.setdefault(root_key, (by_id[root_key], "root"))
+        if root_key not in answers:
+            answers[root_key] = (by_id[root_key], "root")
 
-    order = {(span.trace_id, span.span_id): index for index, span in enumerate(spans)}
+    # Input position of each span (of its last copy, for a span listed twice).
+    order: dict[tuple[int, int], int] = {}
+    for index, span in enumerate(spans):
+        order[(span.trace_id, span.span_id)] = index
+    ranked = [(order[key], key) for key in answers]
+    ranked.sort()
+    # Members were gathered in first-appearance order, which is input order unless a span is listed twice.
+    distinct = len(by_id) == len(spans)
     groups = []
-    for key, (answer, rule) in sorted(answers.items(), key=lambda item: order[item[0]]):
-        ordered = sorted(members.get(key, [answer]), key=lambda span: order[(span.trace_id, span.span_id)])
-        groups.append(AnswerGroup(answer=answer, spans=tuple(ordered), rule=rule))
+    for _, key in ranked:
+        answer, rule = answers[key]
+        belonging = members.get(key)
+        if belonging is None:
+            belonging = [answer]
+        elif not distinct:
+            belonging = _in_input_order(belonging, order)
+        groups.append(AnswerGroup(answer=answer, spans=tuple(belonging), rule=rule))
     return groups
 
 
-def _root_key(span: SpanRecord, parent_of: Callable[[SpanRecord], SpanRecord | None]) -> tuple[int, int]:
-    seen: set[tuple[int, int]] = set()
+def _in_input_order(spans: list[SpanRecord], order: dict[tuple[int, int], int]) -> list[SpanRecord]:
+    ranked = [(order[(span.trace_id, span.span_id)], position) for position, span in enumerate(spans)]
+    ranked.sort()
+    return [spans[position] for _, position in ranked]
+
+
+def _parent_of(span: SpanRecord, by_id: dict[tuple[int, int], SpanRecord]) -> SpanRecord | None:
+    parent_span_id = span.parent_span_id
+    if parent_span_id is None or span.parent_is_remote:
+        return None
+    parent = by_id.get((span.trace_id, parent_span_id))
+    return None if parent is None or parent is span else parent
+
+
+def _resolve(
+    span: SpanRecord,
+    by_id: dict[tuple[int, int], SpanRecord],
+    owner: dict[tuple[int, int], tuple[SpanRecord, bool]],
+    seen: set[tuple[int, int]],
+) -> tuple[SpanRecord, bool]:
+    path: list[tuple[int, int]] = []
+    last: SpanRecord | None = None
+    seen.clear()
+    current: SpanRecord | None = span
+    found: tuple[SpanRecord, bool] | None = None
+    while current is not None:
+        key = (current.trace_id, current.span_id)
+        known = owner.get(key)
+        if known is not None:
+            found = known
+            break
+        if key in seen:  # a cycle in broken data: treat the repeated span as a root
+            break
+        seen.add(key)
+        path.append(key)
+        last = current
+        if is_marked_answer(current):
+            found = (current, True)
+            break
+        current = _parent_of(current, by_id)
+    if found is None:
+        found = (last, False) if last is not None else (span, False)
+    # The path runs from the span up to (and including) its owner, so every span on it shares that owner.
+    for key in path:
+        owner[key] = found
+    return found
+
+
+def _root_key(
+    span: SpanRecord, by_id: dict[tuple[int, int], SpanRecord], seen: set[tuple[int, int]]
+) -> tuple[int, int]:
+    seen.clear()
     current = span
     while True:
         key = (current.trace_id, current.span_id)
-        parent = parent_of(current)
+        parent = _parent_of(current, by_id)
         if parent is None or key in seen:
             return key
         seen.add(key)
