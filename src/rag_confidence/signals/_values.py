@@ -1,12 +1,19 @@
-"""Tolerant readers for span attribute values: a bad value is skipped and counted, never raised."""
+"""Tolerant readers for span attribute values: a bad value is skipped and counted, never raised.
+
+Also home of the plain records the convention readers hand on (documented in :mod:`._model`, which re-exports
+them): this module is compiled with mypyc, so they are native classes, cheap to build and to read.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+from .records import SpanRecord
 
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
@@ -51,10 +58,12 @@ class Reader:
         """A finite float from an int, float or numeric string; None (counted) otherwise."""
         if value is None:
             return None
-        if isinstance(value, bool):
+        if isinstance(value, float):  # the usual case first (a bool is no float)
+            number = float(value)
+        elif isinstance(value, bool):
             self.skipped += 1
             return None
-        if isinstance(value, (int, float)):
+        elif isinstance(value, int):
             number = float(value)
         elif isinstance(value, str):
             try:
@@ -183,20 +192,26 @@ class Reader:
         """A mapping from a dict value or a JSON object string."""
         if value is None:
             return None
-        if isinstance(value, Mapping):
+        # Concrete types first (cheap checks, compiled); an exact str is never a Mapping.
+        if type(value) is str:
+            return self._parsed_mapping(value)
+        if isinstance(value, (dict, Mapping)):
             return value
         if isinstance(value, str):
-            known = self._mappings.get(value)
-            if known is not None:
-                return known
-            parsed = self.json(value)
-            if isinstance(parsed, Mapping):
-                self._mappings[value] = parsed
-                return parsed
-            if parsed is not None:
-                self.skipped += 1
-            return None
+            return self._parsed_mapping(value)
         self.skipped += 1
+        return None
+
+    def _parsed_mapping(self, value: str) -> Mapping[str, Any] | None:
+        known = self._mappings.get(value)
+        if known is not None:
+            return known
+        parsed = self.json(value)
+        if isinstance(parsed, (dict, Mapping)):
+            self._mappings[value] = parsed
+            return parsed
+        if parsed is not None:
+            self.skipped += 1
         return None
 
 
@@ -232,3 +247,105 @@ def indexed(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[
             continue
         found.setdefault(int(index_text), {})[rest] = value
     return [found[index] for index in sorted(found)]
+
+
+# The records below are described in ``_model.py``. The four built per document or per span are plain classes
+# with their own ``__init__``: mypyc compiles that, where a dataclass's generated ``__init__`` stays Python.
+
+
+class RawDocument:
+    """One reported document as a convention states it, before key maps and score rules."""
+
+    __slots__ = ("id", "score", "distance", "content", "metadata", "aliases")
+
+    def __init__(
+        self,
+        id: Any = None,
+        score: Any = None,
+        distance: Any = None,
+        content: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        aliases: tuple[str, ...] = (),
+    ) -> None:
+        self.id = id
+        self.score = score
+        self.distance = distance
+        self.content = content
+        self.metadata = metadata
+        # Further ids the document is known by (a LangChain ``Document.id`` next to a metadata id): citations
+        # match them.
+        self.aliases = aliases
+
+
+class RawRetrieval:
+    """The documents one span reports. ``rerank`` marks reranker output (scores and order are final)."""
+
+    __slots__ = ("span", "documents", "rerank", "method_hint")
+
+    def __init__(
+        self,
+        span: SpanRecord,
+        documents: list[RawDocument],
+        rerank: bool = False,
+        method_hint: str | None = None,
+    ) -> None:
+        self.span = span
+        self.documents = documents
+        self.rerank = rerank
+        # A convention-level method hint (GenAI data source id, vector DB system), after our own attribute.
+        self.method_hint = method_hint
+
+
+class Document:
+    """A document after the key map: ``score`` in [0, 1] or None; ``fields`` holds candidate fields."""
+
+    __slots__ = ("key", "id", "content", "score", "fields", "aliases")
+
+    def __init__(
+        self,
+        key: str,
+        id: str | None,
+        content: str | None,
+        score: float | None,
+        fields: dict[str, Any] | None = None,
+        aliases: tuple[str, ...] = (),
+    ) -> None:
+        self.key = key
+        self.id = id
+        self.content = content
+        self.score = score
+        self.fields: dict[str, Any] = {} if fields is None else fields
+        self.aliases = aliases
+
+
+class Retrieval:
+    """One span's documents under its method name (``rescaled``: its scores were brought into [0, 1])."""
+
+    __slots__ = ("span", "method", "documents", "rerank", "rescaled")
+
+    def __init__(
+        self, span: SpanRecord, method: str, documents: list[Document], rerank: bool, rescaled: bool = False
+    ) -> None:
+        self.span = span
+        self.method = method
+        self.documents = documents
+        self.rerank = rerank
+        self.rescaled = rescaled
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """An evaluation result (OpenInference ``evaluations.*`` or a GenAI ``gen_ai.evaluation.result``)."""
+
+    name: str
+    score: float | None
+    label: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The text a generation span produced and its finish reasons (lower-cased)."""
+
+    span: SpanRecord
+    text: str | None
+    finish_reasons: tuple[str, ...] = ()

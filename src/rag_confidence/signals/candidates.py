@@ -19,22 +19,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from ._model import Document, Retrieval
+from ._values import Document, Retrieval
 from .records import SpanRecord
 
 
-@dataclass(slots=True, eq=False)
 class Merged:
-    """One candidate under construction (compared by identity)."""
+    """One candidate under construction (compared by identity).
 
-    document: Document
-    identities: set[str]
-    scores: dict[str, float] = field(default_factory=dict)
-    rerank_score: float | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    A plain class with its own ``__init__`` (as :class:`Assembled`): mypyc compiles that, not a dataclass's.
+    """
+
+    __slots__ = ("document", "identities", "scores", "rerank_score", "fields")
+
+    def __init__(self, document: Document, identities: set[str]) -> None:
+        self.document = document
+        self.identities = identities
+        self.scores: dict[str, float] = {}
+        self.rerank_score: float | None = None
+        self.fields: dict[str, Any] = {}
 
     def add_score(self, method: str, score: float | None) -> None:
         if score is None:
@@ -44,15 +48,23 @@ class Merged:
             self.scores[method] = score
 
 
-@dataclass(slots=True)
 class Assembled:
-    candidates: list[dict[str, Any]]
-    # Every retrieved document in the order it was presented (reranker order, else first appearance): the list
-    # numeric citation markers point into.
-    presented: list[Merged]
-    unscored: int
-    # Documents retrieved but left out of the presented list (reranked or fused away).
-    dropped_by_presenter: int
+    __slots__ = ("candidates", "presented", "unscored", "dropped_by_presenter")
+
+    def __init__(
+        self,
+        candidates: list[dict[str, Any]],
+        presented: list[Merged],
+        unscored: int,
+        dropped_by_presenter: int,
+    ) -> None:
+        self.candidates = candidates
+        # Every retrieved document in the order it was presented (reranker order, else first appearance): the
+        # list numeric citation markers point into.
+        self.presented = presented
+        self.unscored = unscored
+        # Documents retrieved but left out of the presented list (reranked or fused away).
+        self.dropped_by_presenter = dropped_by_presenter
 
 
 def organize(
@@ -123,46 +135,47 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     if presenter is not None:
         presented: list[Merged] = []
         seen: set[int] = set()  # ids of the entries presented: Merged compares by identity
+        rerank = presenter.rerank
         for document in presenter.documents:
             entry = _merge(document, merged, index)
             if id(entry) in seen:
                 continue
             seen.add(id(entry))
-            if presenter.rerank:
+            if rerank:
                 entry.rerank_score = document.score
                 entry.add_score(presenter.method, document.score)
             elif not entry.scores:
                 # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
                 entry.add_score(presenter.method, document.score)
             presented.append(entry)
-        dropped = sum(1 for entry in merged if id(entry) not in seen)
+        for entry in merged:
+            if id(entry) not in seen:
+                dropped += 1
         ordered = presented
     else:
         presented = list(merged)
         ordered = sorted(merged, key=_best_score_first)
 
-    candidates = []
+    candidates: list[dict[str, Any]] = []
     unscored = 0
-    for position, entry in enumerate(ordered, start=1):
+    position = 0
+    for entry in ordered:
+        position += 1
         scores = entry.scores
         if not scores:
             unscored += 1
             continue
         combined = entry.rerank_score if entry.rerank_score is not None else max(scores.values())
         candidate: dict[str, Any] = {"retrievalScores": dict(scores), "combinedScore": combined}
-        if entry.document.id is not None:
-            candidate["documentId"] = entry.document.id
+        document_id = entry.document.id
+        if document_id is not None:
+            candidate["documentId"] = document_id
         if entry.fields:
             candidate.update(entry.fields)
         if presenter is not None or "rank" not in candidate:
             candidate["rank"] = position
         candidates.append(candidate)
-    return Assembled(
-        candidates=candidates,
-        presented=presented,
-        unscored=unscored,
-        dropped_by_presenter=dropped,
-    )
+    return Assembled(candidates, presented, unscored, dropped)
 
 
 def _best_score_first(entry: Merged) -> float:
@@ -171,25 +184,38 @@ def _best_score_first(entry: Merged) -> float:
 
 def _merge(document: Document, merged: list[Merged], index: dict[str, Merged]) -> Merged:
     # The entry of the first identity already known (the document's key, then its aliases), else a new one.
-    entry = index.get(document.key)
+    key = document.key
+    aliases = document.aliases
+    entry = index.get(key)
     if entry is None:
-        for alias in document.aliases:
+        for alias in aliases:
             entry = index.get(alias)
             if entry is not None:
                 break
     if entry is None:
-        entry = Merged(document=document, identities={document.key, *document.aliases})
+        identities = set(aliases)
+        identities.add(key)
+        entry = Merged(document, identities)
         merged.append(entry)
     else:
-        entry.identities.add(document.key)
-        entry.identities.update(document.aliases)
+        identities = entry.identities
+        identities.add(key)
+        identities.update(aliases)
         if entry.document.id is None and document.id is not None:
             entry.document = document
-    if document.fields:
+    found = document.fields
+    if found:
         fields = entry.fields
-        for name, value in document.fields.items():
-            fields.setdefault(name, value)
-    index.setdefault(document.key, entry)
-    for alias in document.aliases:
-        index.setdefault(alias, entry)
+        if fields:
+            for name, value in found.items():
+                if name not in fields:
+                    fields[name] = value
+        else:
+            fields.update(found)
+    if key not in index:
+        index[key] = entry
+    for alias in aliases:
+        # A document's key is usually its first alias, set just above.
+        if alias != key and alias not in index:
+            index[alias] = entry
     return entry

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .candidates import Merged
-from .options import SignalOptions
+from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 
 _SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
@@ -79,6 +79,10 @@ class _Matcher:
         return None
 
 
+def _overlaps(start: int, end: int, taken: list[tuple[int, int]]) -> bool:
+    return any(start < other_end and other_start < end for other_start, other_end in taken)
+
+
 def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[int, int, str]]:
     """``(start, end, reference)`` of every marker, without overlapping matches of different patterns."""
     found: list[tuple[int, int, str]] = []
@@ -86,11 +90,13 @@ def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[in
     for pattern in patterns:
         for match in pattern.finditer(text):
             start, end = match.span()
-            if any(start < other_end and other_start < end for other_start, other_end in taken):
+            if _overlaps(start, end, taken):
                 continue
             taken.append((start, end))
             group = match.group(1) or ""
-            found.extend((start, end, reference) for reference in _SPLIT_REFERENCES.split(group) if reference)
+            for reference in _SPLIT_REFERENCES.split(group):
+                if reference:
+                    found.append((start, end, reference))
     found.sort()
     return found
 
@@ -98,15 +104,23 @@ def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[in
 def _with_bracketed_ids(
     text: str, references: list[tuple[int, int, str]], matcher: _Matcher
 ) -> list[tuple[int, int, str]]:
-    taken = [(start, end) for start, end, _ in references]
-    extra = []
+    taken: list[tuple[int, int]] = [(start, end) for start, end, _ in references]
+    extra: list[tuple[int, int, str]] = []
     for match in _BRACKETED.finditer(text):
         start, end = match.span()
-        if any(start < other_end and other_start < end for other_start, other_end in taken):
+        if _overlaps(start, end, taken):
             continue
         if matcher.match_id(match.group(1)) is not None:
             extra.append((start, end, match.group(1)))
     return sorted([*references, *extra]) if extra else references
+
+
+def _may_hold_markers(text: str, options: SignalOptions) -> bool:
+    """False when no marker can be in ``text``: every default pattern (and bracketed ids) needs a ``[``."""
+    if "[" in text:
+        return True
+    patterns = options.citation_patterns
+    return not (patterns is DEFAULT_CITATION_PATTERNS or patterns == DEFAULT_CITATION_PATTERNS)
 
 
 def summarize(
@@ -117,9 +131,11 @@ def summarize(
 ) -> CitationSummary:
     """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list)."""
     matcher = _Matcher(presented, options)
-    references = _references(text, options.compiled_citation_patterns) if text else []
-    if text and options.citation_bracketed_ids:
-        references = _with_bracketed_ids(text, references, matcher)
+    references: list[tuple[int, int, str]] = []
+    if text and _may_hold_markers(text, options):
+        references = _references(text, options.compiled_citation_patterns)
+        if options.citation_bracketed_ids:
+            references = _with_bracketed_ids(text, references, matcher)
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []
@@ -152,14 +168,18 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
         return None
     sentences: list[list[int]] = []  # [start, end, has_valid]
     position = 0
-    pieces = []
+    pieces: list[tuple[int, int]] = []
     for match in _SENTENCE_BREAK.finditer(text):
         pieces.append((position, match.start()))
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
         stripped = _strip_markers(text, start, end, markers)
-        has_valid = any(start <= marker_start < end for marker_start, _ in valid)
+        has_valid = False
+        for marker_start, _ in valid:
+            if start <= marker_start < end:
+                has_valid = True
+                break
         if not _WORD.search(stripped):
             if sentences and has_valid:  # a trailing ``[1]`` cites the sentence before it
                 sentences[-1][2] = 1
@@ -167,11 +187,14 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
         sentences.append([start, end, int(has_valid)])
     if not sentences:
         return None
-    return sum(sentence[2] for sentence in sentences) / len(sentences)
+    covered = 0
+    for sentence in sentences:
+        covered += sentence[2]
+    return covered / len(sentences)
 
 
 def _strip_markers(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
-    pieces = []
+    pieces: list[str] = []
     cursor = start
     for marker_start, marker_end in markers:
         if marker_end <= start or marker_start >= end:

@@ -11,12 +11,11 @@ diagnostics.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
-from ._model import Document, RawDocument, RawRetrieval, Retrieval
-from ._values import Reader
+from ._values import Document, RawDocument, RawRetrieval, Reader, Retrieval
 from .options import SignalOptions
 from .records import SpanRecord
 
@@ -26,40 +25,48 @@ _OPENLLMETRY_PREFIX = semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE + " "
 
 def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -> Retrieval:
     key_index = options.document_key_index
+    index_map = key_index if isinstance(key_index, dict) else dict(key_index)
     documents: list[Document] = []
     raw_scores: list[float | None] = []
     for index, item in enumerate(raw.documents):
         metadata = item.metadata
-        found, metadata_ids = _metadata_values(metadata, key_index) if metadata else (_NOTHING, [])
+        if metadata:
+            found, metadata_ids = _metadata_values(metadata, index_map)
+        else:
+            found = {}
+            metadata_ids = []
         ids = _ids(item, metadata_ids, reader)
-        content = item.content if isinstance(item.content, str) else None
-        if item.content is not None and content is None:
+        raw_content = item.content
+        content = raw_content if isinstance(raw_content, str) else None
+        if raw_content is not None and content is None:
             reader.skip()
-        key = ids[0] if ids else _content_key(content) if content else f"span:{raw.span.span_id:x}:{index}"
+        if ids:
+            key = ids[0]
+        elif content:
+            key = _content_key(content)
+        else:
+            key = f"span:{raw.span.span_id:x}:{index}"
         documents.append(
             Document(
-                key=key,
-                id=ids[0] if ids else None,
-                content=content,
-                score=None,
-                fields=_fields(found, reader) if found else {},
-                aliases=tuple(ids),
+                key,
+                ids[0] if ids else None,
+                content,
+                None,
+                _fields(found, reader) if found else {},
+                tuple(ids),
             )
         )
         raw_scores.append(_raw_score(item, found, reader))
     scores, rescaled = _scale(raw_scores, options)
-    for document, score in zip(documents, scores, strict=True):
-        document.score = score
+    for position in range(len(documents)):
+        documents[position].score = scores[position]
     return Retrieval(
-        span=raw.span,
-        method=method_name(raw.span, options, rerank=raw.rerank, hint=raw.method_hint, reader=reader),
-        documents=documents,
-        rerank=raw.rerank,
-        rescaled=rescaled,
+        raw.span,
+        method_name(raw.span, options, rerank=raw.rerank, hint=raw.method_hint, reader=reader),
+        documents,
+        raw.rerank,
+        rescaled,
     )
-
-
-_NOTHING: Mapping[str, Any] = {}
 
 
 def _metadata_values(
@@ -75,27 +82,25 @@ def _metadata_values(
     found: dict[str, Any] = {}
     positions: dict[str, int] = {}
     several: dict[str, list[tuple[int, Any]]] | None = None
-    if len(metadata) <= len(key_index):
-        pairs: Iterable[tuple[str, Any]] = metadata.items()
+    index_map = key_index if isinstance(key_index, dict) else dict(key_index)
+    if len(metadata) <= len(index_map):
+        if isinstance(metadata, dict):  # parsed JSON: walk it with dict operations (compiled)
+            for key, value in metadata.items():
+                if value is not None:
+                    spots = index_map.get(key)
+                    if spots is not None:
+                        several = _note(spots, value, found, positions, several)
+        else:
+            for key, value in metadata.items():
+                if value is not None:
+                    spots = index_map.get(key)
+                    if spots is not None:
+                        several = _note(spots, value, found, positions, several)
     else:
-        pairs = ((key, metadata.get(key)) for key in key_index)
-    for key, value in pairs:
-        if value is None:
-            continue
-        spots = key_index.get(key)
-        if spots is None:
-            continue
-        for name, position in spots:
-            if name not in found:
-                found[name] = value
-                positions[name] = position
-                continue
-            if several is None:
-                several = {}
-            entries = several.get(name)
-            if entries is None:
-                entries = several[name] = [(positions[name], found[name])]
-            entries.append((position, value))
+        for key, spots in index_map.items():
+            value = metadata.get(key)
+            if value is not None:
+                several = _note(spots, value, found, positions, several)
     ids = [found["id"]] if "id" in found else []
     if several is not None:
         for name, entries in several.items():
@@ -104,6 +109,29 @@ def _metadata_values(
             if name == "id":
                 ids = [value for _, value in entries]
     return found, ids
+
+
+def _note(
+    spots: tuple[tuple[str, int], ...],
+    value: Any,
+    found: dict[str, Any],
+    positions: dict[str, int],
+    several: dict[str, list[tuple[int, Any]]] | None,
+) -> dict[str, list[tuple[int, Any]]] | None:
+    """Record ``value`` for every field its key may fill; returns ``several`` (made on the first field two keys
+    fill: those are sorted by key-map position afterwards)."""
+    for name, position in spots:
+        if name not in found:
+            found[name] = value
+            positions[name] = position
+            continue
+        if several is None:
+            several = {}
+        entries = several.get(name)
+        if entries is None:
+            entries = several[name] = [(positions[name], found[name])]
+        entries.append((position, value))
+    return several
 
 
 def _position(entry: tuple[int, Any]) -> int:
@@ -148,10 +176,19 @@ def _raw_score(item: RawDocument, found: Mapping[str, Any], reader: Reader) -> f
 
 
 def _scale(raw: list[float | None], options: SignalOptions) -> tuple[list[float | None], bool]:
-    present = [score for score in raw if score is not None]
-    if not present or all(0.0 <= score <= 1.0 for score in present):
+    top = 0.0
+    present = False
+    in_range = True
+    for score in raw:
+        if score is not None:
+            if not present or score > top:
+                top = score
+            present = True
+            if not 0.0 <= score <= 1.0:
+                in_range = False
+    if in_range:  # also when no document has a score
         return raw, False
-    top = max(present)
+    scale = options.score_scale
     scaled: list[float | None] = []
     for score in raw:
         if score is None:
@@ -160,42 +197,56 @@ def _scale(raw: list[float | None], options: SignalOptions) -> tuple[list[float 
             scaled.append(0.0)
         elif top <= 1.0:
             scaled.append(score)  # only negatives were out of range
-        elif options.score_scale == "max":
+        elif scale == "max":
             scaled.append(score / top)
-        elif options.score_scale == "squash":
+        elif scale == "squash":
             scaled.append(score / (1.0 + score))
         else:
             scaled.append(min(score, 1.0))
     return scaled, True
 
 
-# Candidate fields read from metadata, in the order they are set on the candidate.
-_FIELD_READERS: tuple[tuple[str, Callable[[Reader, Any], Any]], ...] = (
-    ("documentType", Reader.string),
-    ("lastUpdated", Reader.timestamp),
-    ("contentHash", Reader.string),
-    ("extractionQuality", Reader.unit),
-    ("authorityRank", Reader.number),
-    ("isAmendment", Reader.boolean),
-    ("rank", Reader.count),
-)
-
-
-def _fields(found: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+def _fields(found: dict[str, Any], reader: Reader) -> dict[str, Any]:
+    """Candidate fields read from metadata, in the order they are set on the candidate."""
     fields: dict[str, Any] = {}
-    for name, read in _FIELD_READERS:
-        value = found.get(name)
-        if value is None:
-            continue
-        parsed = read(reader, value)
-        if parsed is None:
-            continue
-        if name == "authorityRank" and isinstance(parsed, float) and parsed.is_integer():
-            parsed = int(parsed)
-        if name == "rank" and parsed == 0:
-            reader.skip()  # ranks are 1-based
-            continue
-        fields[name] = parsed
+    value = found.get("documentType")
+    if value is not None:
+        text = reader.string(value)
+        if text is not None:
+            fields["documentType"] = text
+    value = found.get("lastUpdated")
+    if value is not None:
+        text = reader.timestamp(value)
+        if text is not None:
+            fields["lastUpdated"] = text
+    value = found.get("contentHash")
+    if value is not None:
+        text = reader.string(value)
+        if text is not None:
+            fields["contentHash"] = text
+    value = found.get("extractionQuality")
+    if value is not None:
+        number = reader.unit(value)
+        if number is not None:
+            fields["extractionQuality"] = number
+    value = found.get("authorityRank")
+    if value is not None:
+        number = reader.number(value)
+        if number is not None:
+            fields["authorityRank"] = int(number) if number.is_integer() else number
+    value = found.get("isAmendment")
+    if value is not None:
+        flag = reader.boolean(value)
+        if flag is not None:
+            fields["isAmendment"] = flag
+    value = found.get("rank")
+    if value is not None:
+        rank = reader.count(value)
+        if rank is not None:
+            if rank == 0:
+                reader.skip()  # ranks are 1-based
+            else:
+                fields["rank"] = rank
     return fields
 
 

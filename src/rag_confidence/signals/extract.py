@@ -13,8 +13,7 @@ from typing import Any
 
 from .. import semconv
 from . import genai, openinference, openllmetry
-from ._model import Evaluation, Generation, RawRetrieval
-from ._values import Reader
+from ._values import Evaluation, Generation, RawRetrieval, Reader
 from .answers import is_marked_answer, is_retrieval_span
 from .candidates import assemble, organize
 from .citations import summarize
@@ -74,7 +73,11 @@ def extract_signals(
     options = options or _DEFAULT_OPTIONS
     reader = Reader()
     ordered = _in_end_order(spans)
-    answer_span = next((span for span in reversed(ordered) if is_marked_answer(span)), None)
+    answer_span: SpanRecord | None = None
+    for span in reversed(ordered):
+        if is_marked_answer(span):
+            answer_span = span
+            break
     if answer_span is None:
         answer_span = _root_of(ordered)
 
@@ -87,8 +90,13 @@ def extract_signals(
             _read_span(span, reader, raw_retrievals, evaluations, generations)
         except Exception:  # a reader bug on odd data must cost one span's signals, never the answer
             reader.skip()
-    for span in sorted(ordered, key=lambda span: span is answer_span):
-        native.update(read_native(span.attributes, reader))
+    # The answer span's own values last, so they win.
+    for span in ordered:
+        if span is not answer_span:
+            native.update(read_native(span.attributes, reader))
+    for span in ordered:
+        if span is answer_span:
+            native.update(read_native(span.attributes, reader))
 
     retrievals = [build_retrieval(raw, options, reader) for raw in raw_retrievals]
     methods, presenter = organize(retrievals, ordered)
@@ -181,10 +189,23 @@ def _read_span(
 
 
 def _in_end_order(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
-    # Spans without an end time keep their input position relative to each other, after the timed ones.
-    indexed = list(enumerate(spans))
-    indexed.sort(key=lambda item: (item[1].end_time is None, item[1].end_time or 0, item[0]))
-    return [span for _, span in indexed]
+    # Spans without an end time keep their input position relative to each other, after the timed ones (the
+    # sort is stable).
+    timed: list[SpanRecord] = []
+    untimed: list[SpanRecord] = []
+    for span in spans:
+        if span.end_time is None:
+            untimed.append(span)
+        else:
+            timed.append(span)
+    timed.sort(key=_end_time)
+    if untimed:
+        timed.extend(untimed)
+    return timed
+
+
+def _end_time(span: SpanRecord) -> int:
+    return span.end_time or 0
 
 
 def _root_of(spans: Sequence[SpanRecord]) -> SpanRecord | None:

@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._model import Evaluation, Generation, RawDocument, RawRetrieval
-from ._values import Reader
+from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader
 from .records import SpanRecord
 
 

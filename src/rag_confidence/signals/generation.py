@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from ._model import Generation
-from ._values import MAX_JSON_CHARS, Reader, first_key
+from ._values import MAX_JSON_CHARS, Generation, Reader, first_key
 from .native import _support_level
 from .options import SignalOptions
 from .records import SpanRecord

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._model import Evaluation, Generation, RawDocument, RawRetrieval
-from ._values import Reader, indexed
+from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed
 from .records import SpanRecord
 
 _DOCUMENT_PREFIX = "document."
@@ -66,25 +65,28 @@ def _keys_at(prefix: str, index: int) -> tuple[str, str, str, str]:
 def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
     if prefix in attributes:
         return _structured_documents(attributes, prefix, reader)
-    get = attributes.get
     keyed = _document_keys(prefix)
-    documents = []
+    # Records built from SDK spans or OTLP hold plain dicts: read those with dict lookups (compiled), anything
+    # else through its own ``get``.
+    plain: dict[str, Any] | None = attributes if isinstance(attributes, dict) else None
+    documents: list[RawDocument] = []
     for index in range(_MAX_DOCUMENTS):
-        id_key, score_key, content_key, metadata_key = (
-            keyed[index] if index < _KEYED_DOCUMENTS else _keys_at(prefix, index)
-        )
-        document_id = get(id_key)
-        score = get(score_key)
-        content = get(content_key)
-        metadata = get(metadata_key)
+        keys = keyed[index] if index < _KEYED_DOCUMENTS else _keys_at(prefix, index)
+        if plain is not None:
+            document_id = plain.get(keys[0])
+            score = plain.get(keys[1])
+            content = plain.get(keys[2])
+            metadata = plain.get(keys[3])
+        else:
+            document_id = attributes.get(keys[0])
+            score = attributes.get(keys[1])
+            content = attributes.get(keys[2])
+            metadata = attributes.get(keys[3])
         if document_id is None and score is None and content is None and metadata is None:
             break
         documents.append(
             RawDocument(
-                id=document_id,
-                score=score,
-                content=content,
-                metadata=reader.mapping(metadata) if metadata is not None else None,
+                document_id, score, None, content, reader.mapping(metadata) if metadata is not None else None
             )
         )
     return documents

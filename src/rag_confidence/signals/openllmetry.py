@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
-from ._model import Generation, RawDocument, RawRetrieval
-from ._values import Reader, indexed
+from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed
 from .records import SpanRecord
 
 _RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
