@@ -73,7 +73,7 @@ class ProcessorStats:
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "created", "may_answer", "spans")
+    __slots__ = ("answered", "created", "may_answer", "spans", "unscreened")
 
     def __init__(self, created: float) -> None:
         self.created = created
@@ -83,6 +83,8 @@ class _PendingTrace:
         # Set when a buffered span is a retrieval or a marked answer. Traces without one (most traffic of a
         # service that also answers questions) are released at their root without any signal work.
         self.may_answer = False
+        # Set when spans were buffered without that screen (background scoring leaves it to the worker).
+        self.unscreened = False
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
@@ -120,9 +122,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
     - It never raises into the application: a failure to score is logged, counted and marked on the span with
       ``rag.confidence.error``; the span is forwarded regardless.
     - Scoring runs on the thread that ends the answer span (about a millisecond for an answer with a few dozen
-      documents). ``background_scoring=True`` moves it, and the forwarding of the answer span, to one worker
-      thread (``max_scoring_queue`` answers waiting at most; beyond that the caller scores inline, nothing is
-      dropped); ``force_flush`` and ``shutdown`` drain it first. The CPU cost is the same either way.
+      documents). ``background_scoring=True`` leaves the application thread only the buffering: the screen for
+      retrievals, answer detection, scoring and the forwarding of each local root and answer span move to one
+      worker thread (``max_scoring_queue`` spans waiting at most; beyond that the caller does the work inline,
+      nothing is dropped); ``force_flush`` and ``shutdown`` drain it first. The process's CPU is the same
+      either way, and the worker competes for the GIL with the application's threads.
     """
 
     def __init__(
@@ -253,38 +257,50 @@ class ConfidenceSpanProcessor(SpanProcessor):
         local_root = parent is None or parent.is_remote
         marked = attributes.get(semconv.RAG_ANSWER) is True
         if not (local_root or marked):
-            self._buffer(context.trace_id, span, _may_hold_answer(span))
+            # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
+            self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
             return span
-
-        members, answered_before, may_answer = self._take(
-            context.trace_id, context.span_id, local_root=local_root
-        )
-        if marked and _already_scored(attributes):
-            with self._lock:
-                self._counts.answers_already_scored += 1
-            return span  # scored by @scored_answer before it ended: metrics and event are recorded already
-        if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
-            return span  # rule (c) holds only for traces with a retrieval and without a marked answer
         if self._worker is not None:
             # Counted as received before the worker can forward it, so received never trails forwarded.
             with self._lock:
                 self._counts.spans_received += 1
             try:
-                submitted = self._worker.submit(functools.partial(self._finish, span, members))
+                submitted = self._worker.submit(
+                    functools.partial(self._finish, span, context, local_root, marked)
+                )
             except Exception:  # e.g. no thread could be started; on_end must not count this span again
                 submitted = False
                 self._count_failure(
                     "starting background scoring failed", semconv.PROCESSOR_FAILURE_PROCESSING
                 )
             if not submitted:
-                self._finish(span, members)  # the queue is full: score here, slower but nothing is lost
+                self._finish(span, context, local_root, marked)  # the queue is full: here, nothing is lost
             return None
+        return self._answer(span, context, local_root, marked)
+
+    def _answer(
+        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool
+    ) -> ReadableSpan:
+        """Release the buffered spans beneath a local root or marked answer; score it if it is an answer."""
+        members, answered_before, may_answer = self._take(
+            context.trace_id, context.span_id, local_root=local_root
+        )
+        if marked and _already_scored(span.attributes or {}):
+            with self._lock:
+                self._counts.answers_already_scored += 1
+            return span  # scored by @scored_answer before it ended: metrics and event are recorded already
+        if (
+            may_answer is None
+        ):  # buffered unscreened (background scoring): screen them now, off the app thread
+            may_answer = any(_may_hold_answer(member) for member in members)
+        if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
+            return span  # rule (c) holds only for traces with a retrieval and without a marked answer
         return self._score_answer(span, members)
 
-    def _finish(self, span: ReadableSpan, members: list[ReadableSpan]) -> None:
-        """Score and forward one answer span (on the background worker)."""
+    def _finish(self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool) -> None:
+        """Decide on, score and forward one local root or marked answer (on the background worker)."""
         try:
-            forwarded = self._score_answer(span, members)
+            forwarded = self._answer(span, context, local_root, marked)
         except Exception:
             forwarded = span
             self._count_failure("processing an ended span failed", semconv.PROCESSOR_FAILURE_PROCESSING)
@@ -333,7 +349,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 semconv.PROCESSOR_FAILURE_RECORDING,
             )
 
-    def _buffer(self, trace_id: int, span: ReadableSpan, may_answer: bool) -> None:
+    def _buffer(self, trace_id: int, span: ReadableSpan, may_answer: bool | None) -> None:
+        """Hold ``span`` until its answer or local root ends; ``may_answer`` None: not screened yet."""
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
@@ -342,7 +359,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 pending = self._pending[trace_id] = _PendingTrace(now)
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
-                pending.may_answer = pending.may_answer or may_answer
+                if may_answer is None:
+                    pending.unscreened = True
+                elif may_answer:
+                    pending.may_answer = True
             else:
                 self._counts.spans_unbuffered += 1
 
@@ -362,10 +382,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def _take(
         self, trace_id: int, span_id: int, *, local_root: bool
-    ) -> tuple[list[ReadableSpan], bool, bool]:
+    ) -> tuple[list[ReadableSpan], bool, bool | None]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
-        before, and whether the trace buffered a retrieval or marked answer. A local root releases its trace;
-        a nested answer leaves a mark that it was answered."""
+        before, and whether the trace buffered a retrieval or marked answer (None: spans were buffered without
+        that screen). A local root releases its trace; a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
@@ -375,7 +395,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._evict(now)
                 pending = self._pending[trace_id] = _PendingTrace(now)
             answered = pending.answered
-            if local_root and not pending.may_answer and not answered:
+            if local_root and not pending.may_answer and not pending.unscreened and not answered:
                 # Nothing in this trace can be scored: release all of it without walking the tree. (Another
                 # local root of the same trace, if any, loses buffered spans that held no retrieval.)
                 del self._pending[trace_id]
@@ -393,7 +413,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     del self._pending[trace_id]
             else:
                 pending.answered = True
-            return members, answered, pending.may_answer
+            return (
+                members,
+                answered,
+                None if pending.unscreened and not pending.may_answer else pending.may_answer,
+            )
 
     def _count_failure(self, message: str, reason: str) -> None:
         counts = self._counts
