@@ -246,6 +246,49 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
     return {name: statistics.median(values) * 1e6 for name, values in timings.items()}
 
 
+def design_outputs(traces: int) -> tuple[float, float]:
+    """What the design's outputs cost per answer, whatever computes them (µs): exporting the answer span's
+    ``rag.confidence.*`` attributes through the OTLP encoder (enriched copy minus original), and recording the
+    design's metrics and event for a scorecard computed beforehand."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    captured: dict[bool, ReadableSpan] = {}
+    for wrapped in (False, True):
+        memory = InMemorySpanExporter()
+        capture = TracerProvider()
+        downstream = SimpleSpanProcessor(memory)
+        capture.add_span_processor(ConfidenceSpanProcessor(downstream) if wrapped else downstream)
+        run_pipeline(capture.get_tracer("bench"))
+        captured[wrapped] = memory.get_finished_spans()[-1]
+        capture.shutdown()
+    original, enriched = captured[False], captured[True]
+    assert semconv.RAG_CONFIDENCE_TOTAL in (enriched.attributes or {})
+    spans = (original, enriched)
+    encode: dict[ReadableSpan, list[float]] = {span: [] for span in spans}
+    for _ in range(traces):
+        for span in spans:
+            started = time.perf_counter()
+            encode_spans([span]).SerializeToString()
+            encode[span].append(time.perf_counter() - started)
+    exported = (statistics.median(encode[enriched]) - statistics.median(encode[original])) * 1e6
+
+    meter_provider, logger_provider = confidence_providers()
+    instruments, events = ConfidenceInstruments(meter_provider), EvaluationEmitter(logger_provider)
+    records = [SpanRecord.from_readable_span(enriched)]
+    card = create_scorer().compute(extract_signals(records).inputs)
+    assert enriched.context is not None
+    recorded: list[float] = []
+    for _ in range(traces):
+        started = time.perf_counter()
+        context = span_context_as_parent(enriched.context)
+        instruments.record(card, 0.0001, context)
+        events.emit(card, context)
+        recorded.append(time.perf_counter() - started)
+    logger_provider.shutdown()
+    return exported, statistics.median(recorded) * 1e6
+
+
 def pending_memory(wrapped: bool, pending: int) -> tuple[float, int]:
     """Memory held with ``pending`` traces open at once (children ended, roots open): (MiB, bytes/trace)."""
     provider, sink, processor = build(wrapped)
@@ -332,6 +375,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scoring one answer, median µs: "
         + ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items())
         + f" (sum {total:.1f}); extra CPU per trace above: {(wrapped_median - base_median) * 1e6:.1f} µs"
+    )
+
+    exported, recorded = design_outputs(500)
+    floor = exported + recorded
+    print(
+        f"the design's outputs alone, per answer: exporting the rag.confidence.* attributes {exported:.1f} µs "
+        f"(OTLP encoder), the metrics and the event {recorded:.1f} µs; {floor:.1f} µs = "
+        f"{floor / base_median:.1%} of a trace's CPU, a ratio of {1 + floor / base_median:.2f}x before any signal "
+        "is read or scored"
     )
 
     base_mib, base_per = pending_memory(False, args.pending)
