@@ -20,7 +20,7 @@ from rag_confidence import semconv
 from rag_confidence.gateway import pipeline as pipeline_module
 from rag_confidence.gateway.pipeline import TracePipeline
 from rag_confidence.gateway.screen import Screen, may_hold_answer
-from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, to_record
+from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, set_attributes, to_record
 from rag_confidence.otel.answer_scoring import AnswerScorer
 from rag_confidence.signals import (
     ANSWER_HINT_KEYS,
@@ -284,3 +284,58 @@ def _copy(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:
     copied = ExportTraceServiceRequest()
     copied.CopyFrom(request)
     return copied
+
+
+def test_invalid_spans_are_removed_and_the_answer_beside_them_is_still_scored() -> None:
+    # Invalid ids between and around the spans of an answer: deleting them from the repeated field must leave
+    # the answer's spans (read before the deletion) intact and enriched in the forwarded request.
+    bad_trace = ProtoSpan(trace_id=bytes(16), span_id=(7).to_bytes(8, "big"), name="zero trace id")
+    bad_span = ProtoSpan(trace_id=(9).to_bytes(16, "big"), span_id=b"\x01", name="short span id")
+    bad_parent = ProtoSpan(
+        trace_id=(9).to_bytes(16, "big"), span_id=(3).to_bytes(8, "big"), parent_span_id=b"\x01\x02", name="p"
+    )
+    child, root = _rag_trace(2)
+    request = _request([bad_trace, child, bad_span, *_plain_trace(1), root, bad_parent])
+    prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
+
+    assert (prepared.received, prepared.rejected, prepared.forwarded) == (7, 3, 4)
+    assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
+    names = [span.name for span in iter_spans(prepared.request)]
+    assert names == ["db", "db", "GET /items", "GET /items"]
+    (answer,) = [
+        span
+        for span in iter_spans(prepared.request)
+        if semconv.RAG_CONFIDENCE_TOTAL in attributes_to_dict(span.attributes)
+    ]
+    assert int.from_bytes(answer.trace_id, "big") == 2 and not answer.parent_span_id
+
+
+def test_written_attributes_read_back_as_written() -> None:
+    span = ProtoSpan()
+    span.attributes.add(key=semconv.RAG_CONFIDENCE_TOTAL).value.int_value = 1  # replaced, not repeated
+    span.attributes.add(key="kept").value.string_value = "yes"
+    written = {
+        semconv.RAG_CONFIDENCE_TOTAL: 71,
+        semconv.RAG_CONFIDENCE_LABEL: "Moderate",
+        "rag.confidence.dimension.grounding.raw": 30.0,
+        semconv.RAG_CONFIDENCE_WARNINGS: ["missing-conflict-signal", "single-retrieval-method"],
+        semconv.RAG_CONFIDENCE_DERIVED_SIGNALS: [],
+        "rag.confidence.generation.truncated": True,
+        "numbers": (1, 2),
+        "absent": None,
+    }
+    set_attributes(span, written)
+    keys = [item.key for item in span.attributes]
+    assert keys.count(semconv.RAG_CONFIDENCE_TOTAL) == 1 and "absent" not in keys
+    read = attributes_to_dict(span.attributes)
+    assert read == {
+        "kept": "yes",
+        **{
+            key: tuple(value) if isinstance(value, list | tuple) else value
+            for key, value in written.items()
+            if value is not None
+        },
+    }
+    # An empty list is an empty array value, as the SDK's OTLP encoder writes it, not a value left unset.
+    (derived,) = [item for item in span.attributes if item.key == semconv.RAG_CONFIDENCE_DERIVED_SIGNALS]
+    assert derived.value.WhichOneof("value") == "array_value"
