@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final
 
 from .records import SpanRecord
 
+# Bound once: a classmethod looked up on each call costs more than the parse of a short date.
+_FROM_ISO_FORMAT: Final = datetime.fromisoformat
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
 # Cap on JSON text we parse: a megabyte of metadata on one attribute is someone's bug, not a signal.
@@ -161,7 +162,7 @@ class Reader:
         if isinstance(value, str):
             text = value.strip()
             try:
-                datetime.fromisoformat(text.replace("Z", "+00:00"))
+                _FROM_ISO_FORMAT(text.replace("Z", "+00:00") if "Z" in text else text)
             except ValueError:
                 self.skipped += 1
                 return None
@@ -249,8 +250,8 @@ def indexed(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[
     return [found[index] for index in sorted(found)]
 
 
-# The records below are described in ``_model.py``. The four built per document or per span are plain classes
-# with their own ``__init__``: mypyc compiles that, where a dataclass's generated ``__init__`` stays Python.
+# The records below are described in ``_model.py``. They are plain classes with their own ``__init__``: mypyc
+# compiles that, where a dataclass's generated ``__init__`` stays Python.
 
 
 class RawDocument:
@@ -333,19 +334,23 @@ class Retrieval:
         self.rescaled = rescaled
 
 
-@dataclass(frozen=True, slots=True)
 class Evaluation:
     """An evaluation result (OpenInference ``evaluations.*`` or a GenAI ``gen_ai.evaluation.result``)."""
 
-    name: str
-    score: float | None
-    label: str | None
+    __slots__ = ("name", "score", "label")
+
+    def __init__(self, name: str, score: float | None, label: str | None) -> None:
+        self.name = name
+        self.score = score
+        self.label = label
 
 
-@dataclass(frozen=True, slots=True)
 class Generation:
     """The text a generation span produced and its finish reasons (lower-cased)."""
 
-    span: SpanRecord
-    text: str | None
-    finish_reasons: tuple[str, ...] = ()
+    __slots__ = ("span", "text", "finish_reasons")
+
+    def __init__(self, span: SpanRecord, text: str | None, finish_reasons: tuple[str, ...] = ()) -> None:
+        self.span = span
+        self.text = text
+        self.finish_reasons = finish_reasons

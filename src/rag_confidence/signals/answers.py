@@ -134,92 +134,118 @@ def find_answers(spans: Sequence[SpanRecord]) -> list[AnswerGroup]:
     >>> [(group.answer.name, len(group.spans), group.rule) for group in find_answers([retriever, root])]
     [('rag', 2, 'root')]
     """
-    by_id: dict[tuple[int, int], SpanRecord] = {}
+    # Parents are looked up within a trace, so each trace is worked out on its own, keyed by span id.
+    traces: dict[int, tuple[list[SpanRecord], list[int]]] = {}
+    single: tuple[list[SpanRecord], list[int]] | None = None
+    for position, span in enumerate(spans):
+        if single is not None and span.trace_id == single[0][0].trace_id:
+            listed = single
+        else:
+            found = traces.get(span.trace_id)
+            if found is None:
+                found = traces[span.trace_id] = ([], [])
+            listed = single = found
+        listed[0].append(span)
+        listed[1].append(position)
+    found_groups: list[tuple[int, AnswerGroup]] = []
+    for trace_spans, positions in traces.values():
+        _trace_answers(trace_spans, positions, found_groups)
+    if len(found_groups) > 1:
+        found_groups.sort(key=_first)
+    return [group for _, group in found_groups]
+
+
+def _first(item: tuple[int, AnswerGroup]) -> int:
+    return item[0]
+
+
+def _trace_answers(
+    spans: list[SpanRecord], positions: list[int], groups: list[tuple[int, AnswerGroup]]
+) -> None:
+    """The answers among the spans of one trace (``positions``: their places in the input), with the input
+    position of each answer span."""
+    by_id: dict[int, SpanRecord] = {}
     for span in spans:
-        key = (span.trace_id, span.span_id)
-        if key not in by_id:
-            by_id[key] = span
+        if span.span_id not in by_id:
+            by_id[span.span_id] = span
 
     # Owner of each span: the innermost marked answer on its ancestor path (itself included), else its root.
-    owner: dict[tuple[int, int], tuple[SpanRecord, bool]] = {}
-    seen: set[tuple[int, int]] = set()  # reused by every _resolve call
-    members: dict[tuple[int, int], list[SpanRecord]] = {}
-    answers: dict[tuple[int, int], tuple[SpanRecord, AnswerRule]] = {}
-    root_has_marked: set[tuple[int, int]] = set()
-    root_has_retrieval: set[tuple[int, int]] = set()
+    owner: dict[int, tuple[SpanRecord, bool]] = {}
+    seen: set[int] = set()  # reused by every _resolve call
+    members: dict[int, list[SpanRecord]] = {}
+    answers: dict[int, tuple[SpanRecord, AnswerRule]] = {}
+    root_has_marked: set[int] = set()
+    root_has_retrieval: set[int] = set()
     for span in by_id.values():
         answer, marked = _resolve(span, by_id, owner, seen)
-        answer_key = (answer.trace_id, answer.span_id)
-        listed = members.get(answer_key)
+        answer_id = answer.span_id
+        listed = members.get(answer_id)
         if listed is None:
-            members[answer_key] = [span]
+            members[answer_id] = [span]
         else:
             listed.append(span)
         if marked:
-            answers[answer_key] = (answer, "marked")
-            root_has_marked.add(_root_key(answer, by_id, seen))
+            answers[answer_id] = (answer, "marked")
+            root_has_marked.add(_root_id(answer, by_id, seen))
         elif is_retrieval_span(span):
-            root_has_retrieval.add(answer_key)
+            root_has_retrieval.add(answer_id)
 
-    for root_key in root_has_retrieval - root_has_marked:
-        if root_key not in answers:
-            answers[root_key] = (by_id[root_key], "root")
+    for root_id in root_has_retrieval - root_has_marked:
+        if root_id not in answers:
+            answers[root_id] = (by_id[root_id], "root")
+    if not answers:
+        return
 
     # Input position of each span (of its last copy, for a span listed twice).
-    order: dict[tuple[int, int], int] = {}
+    order: dict[int, int] = {}
     for index, span in enumerate(spans):
-        order[(span.trace_id, span.span_id)] = index
-    ranked = [(order[key], key) for key in answers]
-    ranked.sort()
+        order[span.span_id] = positions[index]
     # Members were gathered in first-appearance order, which is input order unless a span is listed twice.
     distinct = len(by_id) == len(spans)
-    groups = []
-    for _, key in ranked:
-        answer, rule = answers[key]
-        belonging = members.get(key)
+    for span_id, (answer, rule) in answers.items():
+        belonging = members.get(span_id)
         if belonging is None:
             belonging = [answer]
         elif not distinct:
             belonging = _in_input_order(belonging, order)
-        groups.append(AnswerGroup(answer=answer, spans=tuple(belonging), rule=rule))
-    return groups
+        groups.append((order[span_id], AnswerGroup(answer=answer, spans=tuple(belonging), rule=rule)))
 
 
-def _in_input_order(spans: list[SpanRecord], order: dict[tuple[int, int], int]) -> list[SpanRecord]:
-    ranked = [(order[(span.trace_id, span.span_id)], position) for position, span in enumerate(spans)]
+def _in_input_order(spans: list[SpanRecord], order: dict[int, int]) -> list[SpanRecord]:
+    ranked = [(order[span.span_id], position) for position, span in enumerate(spans)]
     ranked.sort()
     return [spans[position] for _, position in ranked]
 
 
-def _parent_of(span: SpanRecord, by_id: dict[tuple[int, int], SpanRecord]) -> SpanRecord | None:
+def _parent_of(span: SpanRecord, by_id: dict[int, SpanRecord]) -> SpanRecord | None:
     parent_span_id = span.parent_span_id
     if parent_span_id is None or span.parent_is_remote:
         return None
-    parent = by_id.get((span.trace_id, parent_span_id))
+    parent = by_id.get(parent_span_id)
     return None if parent is None or parent is span else parent
 
 
 def _resolve(
     span: SpanRecord,
-    by_id: dict[tuple[int, int], SpanRecord],
-    owner: dict[tuple[int, int], tuple[SpanRecord, bool]],
-    seen: set[tuple[int, int]],
+    by_id: dict[int, SpanRecord],
+    owner: dict[int, tuple[SpanRecord, bool]],
+    seen: set[int],
 ) -> tuple[SpanRecord, bool]:
-    path: list[tuple[int, int]] = []
+    path: list[int] = []
     last: SpanRecord | None = None
     seen.clear()
     current: SpanRecord | None = span
     found: tuple[SpanRecord, bool] | None = None
     while current is not None:
-        key = (current.trace_id, current.span_id)
-        known = owner.get(key)
+        span_id = current.span_id
+        known = owner.get(span_id)
         if known is not None:
             found = known
             break
-        if key in seen:  # a cycle in broken data: treat the repeated span as a root
+        if span_id in seen:  # a cycle in broken data: treat the repeated span as a root
             break
-        seen.add(key)
-        path.append(key)
+        seen.add(span_id)
+        path.append(span_id)
         last = current
         if is_marked_answer(current):
             found = (current, True)
@@ -228,22 +254,20 @@ def _resolve(
     if found is None:
         found = (last, False) if last is not None else (span, False)
     # The path runs from the span up to (and including) its owner, so every span on it shares that owner.
-    for key in path:
-        owner[key] = found
+    for span_id in path:
+        owner[span_id] = found
     return found
 
 
-def _root_key(
-    span: SpanRecord, by_id: dict[tuple[int, int], SpanRecord], seen: set[tuple[int, int]]
-) -> tuple[int, int]:
+def _root_id(span: SpanRecord, by_id: dict[int, SpanRecord], seen: set[int]) -> int:
     seen.clear()
     current = span
     while True:
-        key = (current.trace_id, current.span_id)
+        span_id = current.span_id
         parent = _parent_of(current, by_id)
-        if parent is None or key in seen:
-            return key
-        seen.add(key)
+        if parent is None or span_id in seen:
+            return span_id
+        seen.add(span_id)
         current = parent
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from .candidates import Merged
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
@@ -33,12 +32,14 @@ _WORD = re.compile(r"\w")
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 
 
-@dataclass(frozen=True, slots=True)
 class CitationSummary:
-    markers: int
-    cited: int
-    invalid: int
-    coverage: float | None
+    __slots__ = ("markers", "cited", "invalid", "coverage")
+
+    def __init__(self, markers: int, cited: int, invalid: int, coverage: float | None) -> None:
+        self.markers = markers
+        self.cited = cited
+        self.invalid = invalid
+        self.coverage = coverage
 
 
 class _Matcher:

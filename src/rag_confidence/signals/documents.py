@@ -53,7 +53,7 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
                 content,
                 None,
                 _fields(found, reader) if found else {},
-                tuple(ids),
+                ids,
             )
         )
         raw_scores.append(_raw_score(item, found, reader))
@@ -138,17 +138,17 @@ def _position(entry: tuple[int, Any]) -> int:
     return entry[0]
 
 
-def _ids(item: RawDocument, metadata_ids: list[Any], reader: Reader) -> list[str]:
+def _ids(item: RawDocument, metadata_ids: list[Any], reader: Reader) -> tuple[str, ...]:
     # The convention's own id first, then metadata ids, then ids recorded elsewhere (LangChain Document.id).
     if not metadata_ids and not item.aliases:
         text = reader.string(item.id) if item.id is not None else None
-        return [text] if text is not None else []
+        return (text,) if text is not None else ()
     ids: list[str] = []
     for value in (item.id, *metadata_ids, *item.aliases):
         text = reader.string(value) if value is not None else None
         if text is not None and text not in ids:
             ids.append(text)
-    return ids
+    return tuple(ids)
 
 
 def _content_key(content: str) -> str:

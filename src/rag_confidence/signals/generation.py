@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
@@ -26,15 +25,17 @@ from .records import SpanRecord
 TRUNCATION_REASONS = frozenset({semconv.GEN_AI_FINISH_REASON_LENGTH, "max_tokens", "max_output_tokens"})
 
 
-@dataclass(slots=True)
 class Answer:
-    text: str | None = None
-    finish_reason: str | None = None
-    truncated: bool | None = None
-    # ScoringInputs values a structured answer stated, and the references it listed as citations.
-    stated: dict[str, Any] = field(default_factory=dict)
-    citations: list[str] = field(default_factory=list)
-    structured: bool = False
+    __slots__ = ("text", "finish_reason", "truncated", "stated", "citations", "structured")
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.finish_reason: str | None = None
+        self.truncated: bool | None = None
+        # ScoringInputs values a structured answer stated, and the references it listed as citations.
+        self.stated: dict[str, Any] = {}
+        self.citations: list[str] = []
+        self.structured = False
 
 
 def final_answer(
