@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -18,7 +19,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence.signals import DEFAULT_DOCUMENT_KEYS, SignalOptions, SpanRecord, extract_signals
+from rag_confidence.signals import (
+    DEFAULT_DOCUMENT_KEYS,
+    SignalOptions,
+    SpanRecord,
+    extract_signals,
+    find_answers,
+)
 from rag_confidence.signals._values import Reader, first_key, loads_json
 from rag_confidence.signals.documents import _metadata_values
 from rag_confidence.signals.records import records_from_readable_spans
@@ -171,3 +178,112 @@ def test_records_copy_sdk_attributes_into_plain_dicts(odd: bool) -> None:
     assert type(record.attributes) is dict and record.attributes == {"a": 1, "b": ("x",)}
     assert type(record.events[0].attributes) is dict and record.events[0].attributes == {"k": "v"}
     assert record.attributes is not finished.attributes
+
+
+def test_records_of_ended_sdk_spans_share_the_frozen_attribute_dict_and_equal_built_records() -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("s", attributes={"a": 1}) as recording:
+        recording.add_event("e", {"k": "v"})
+        # A span still recording may change: its attributes are copied.
+        live = SpanRecord.from_readable_span(recording)  # type: ignore[arg-type]
+        recording.set_attribute("b", 2)
+    assert live.attributes == {"a": 1}
+    (finished,) = memory.get_finished_spans()
+    (record,) = records_from_readable_spans([finished])
+    assert record.attributes == {"a": 1, "b": 2} and type(record.attributes) is dict
+    assert record.events[0].attributes == {"k": "v"}
+    context, parent = finished.context, finished.parent
+    assert context is not None
+    # The slots set directly give the record __init__ gives, field for field.
+    assert record == SpanRecord(
+        trace_id=context.trace_id,
+        span_id=context.span_id,
+        parent_span_id=parent.span_id if parent is not None else None,
+        name="s",
+        attributes={"a": 1, "b": 2},
+        events=record.events,
+        start_time=finished.start_time,
+        end_time=finished.end_time,
+        parent_is_remote=False,
+        kind="INTERNAL",
+        status_code="UNSET",
+    )
+    with pytest.raises(AttributeError):
+        record.name = "changed"  # type: ignore[misc]
+
+    class Sub(SpanRecord):
+        __slots__ = ()
+
+    assert type(Sub.from_readable_span(finished)) is Sub
+
+
+def test_answers_of_interleaved_traces_are_those_of_each_trace_in_input_order() -> None:
+    def trace(trace_id: int, marked: bool) -> list[SpanRecord]:
+        return [
+            SpanRecord(trace_id, 1, None, "root", {}),
+            SpanRecord(trace_id, 2, 1, "retrieve", {"openinference.span.kind": "RETRIEVER"}),
+            SpanRecord(trace_id, 3, 1, "answer", {"rag.answer": marked}),
+            SpanRecord(trace_id, 4, 3, "retrieve", {"openinference.span.kind": "RETRIEVER"}),
+        ]
+
+    first, second = trace(1, marked=True), trace(2, marked=False)
+    # Traces interleaved, a span listed twice.
+    mixed = [second[3], first[0], second[0], first[3], first[1], second[2], first[2], second[1], first[1]]
+    assert [
+        (group.answer.trace_id, group.answer.span_id, group.rule, [span.span_id for span in group.spans])
+        for group in find_answers(mixed)
+    ] == [(2, 1, "root", [4, 1, 3, 2]), (1, 3, "marked", [4, 3])]
+    assert [(group.answer.trace_id, group.answer.span_id) for group in find_answers(first + second)] == [
+        (1, 3),
+        (2, 1),
+    ]
+
+
+def test_attributes_in_any_mapping_read_as_in_a_dict() -> None:
+    documents = {
+        "openinference.span.kind": "RETRIEVER",
+        "rag.signal.faithfulness_score": 0.9,
+        **{
+            f"retrieval.documents.{index}.document.{name}": value
+            for index in range(3)
+            for name, value in (
+                ("id", f"d{index}"),
+                ("score", 0.5 + index / 10),
+                ("metadata", json.dumps({"document_type": "faq", "last_updated": "2024-01-02Z"})),
+            )
+        },
+    }
+    answer = {"rag.answer": True, "output.value": "See [d1] and [3]. Also [zz]."}
+
+    def run(wrap: Any) -> tuple[Any, ...]:
+        spans = [
+            SpanRecord(1, 2, 1, "retrieve", wrap(documents), end_time=1),
+            SpanRecord(1, 1, None, "answer", wrap(answer), end_time=2),
+        ]
+        signals = extract_signals(spans)
+        return signals.inputs, signals.derived, signals.skipped, signals.diagnostics
+
+    assert run(MappingProxyType) == run(dict)
+    assert run(dict)[0]["citationCount"] == 2
+
+
+def test_answers_without_brackets_hold_no_default_markers_but_custom_patterns_still_apply() -> None:
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.id": "a"},
+        end_time=1,
+    )
+
+    def markers(text: str, options: SignalOptions | None = None) -> Any:
+        answer = SpanRecord(1, 1, None, "answer", {"rag.answer": True, "output.value": text}, end_time=2)
+        return extract_signals([retriever, answer], options).diagnostics["rag.confidence.citation.markers"]
+
+    assert markers("Plain prose (a) 1.") == 0
+    assert markers("Cited [a].") == 1
+    assert markers("Cited <a>.", SignalOptions(citation_patterns=(r"<(\w+)>",))) == 1

@@ -33,8 +33,9 @@ class Merged:
 
     __slots__ = ("document", "identities", "scores", "rerank_score", "fields")
 
-    def __init__(self, document: Document, identities: set[str]) -> None:
+    def __init__(self, document: Document, identities: list[str]) -> None:
         self.document = document
+        # Every id and key of the documents merged here, repeats included (citations look them up).
         self.identities = identities
         self.scores: dict[str, float] = {}
         self.rerank_score: float | None = None
@@ -193,14 +194,12 @@ def _merge(document: Document, merged: list[Merged], index: dict[str, Merged]) -
             if entry is not None:
                 break
     if entry is None:
-        identities = set(aliases)
-        identities.add(key)
-        entry = Merged(document, identities)
+        entry = Merged(document, [key, *aliases])
         merged.append(entry)
     else:
         identities = entry.identities
-        identities.add(key)
-        identities.update(aliases)
+        identities.append(key)
+        identities.extend(aliases)
         if entry.document.id is None and document.id is not None:
             entry.document = document
     found = document.fields

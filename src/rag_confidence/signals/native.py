@@ -103,7 +103,11 @@ def read_native(attributes: Mapping[str, Any], reader: Reader) -> dict[str, Any]
     """The ``rag.signal.*`` values of one span as flat ScoringInputs paths (``claimSupport.totalClaims``)."""
     found: dict[str, Any] = {}
     # Most spans carry no ``rag.signal.*`` at all: one C-level pass over the keys tells them apart.
-    if _FIELD_KEYS.isdisjoint(attributes):
+    if isinstance(attributes, dict):
+        # A dict's key view tests membership from whichever side is shorter.
+        if attributes.keys().isdisjoint(_FIELD_KEYS):
+            return found
+    elif _FIELD_KEYS.isdisjoint(attributes):
         return found
     # Walk whichever is shorter.
     if len(attributes) < len(FIELDS):

@@ -70,8 +70,10 @@ class SpanRecord:
     def from_readable_span(cls, span: ReadableSpan) -> SpanRecord:
         """View an SDK span (ended or still recording) as a record.
 
-        Attributes are copied into plain dicts (a span still recording may change; the SDK's mapping is slow
-        to read key by key). Never raises on a span whose context is missing (ids 0).
+        Attributes are read as plain dicts: a span still recording may change, so its attributes are copied
+        (the SDK's mapping is slow to read key by key); an ended SDK span's attributes can no longer change,
+        so the dict the SDK keeps them in is shared, not copied (treat it as read-only, like the record). Never
+        raises on a span whose context is missing (ids 0).
 
         >>> from opentelemetry.sdk.trace import TracerProvider
         >>> with TracerProvider().get_tracer("doc").start_as_current_span("answer") as span:
@@ -89,10 +91,14 @@ class SpanRecord:
         span_id = context.span_id if context is not None else 0
         parent_span_id = parent.span_id if parent is not None else None
         name = span.name
-        attributes = _copy(span.attributes)
+        attributes = _frozen_sdk_attributes(getattr(span, "_attributes", None))
+        if attributes is None:
+            attributes = _copy(span.attributes)
         event_records = (
             tuple(
-                EventRecord(name=event.name, attributes=_copy(event.attributes), timestamp=event.timestamp)
+                EventRecord(
+                    name=event.name, attributes=_event_attributes(event.attributes), timestamp=event.timestamp
+                )
                 for event in events
             )
             if events
@@ -193,6 +199,27 @@ def _new_span_record(
     _set_kind(record, kind)
     _set_status_code(record, status_code)
     return record
+
+
+def _frozen_sdk_attributes(attributes: object) -> dict[str, Any] | None:
+    """The plain dict inside the SDK's ``BoundedAttributes`` once it is immutable, else None.
+
+    The SDK makes a span's ``BoundedAttributes`` immutable when the span ends (and an event's when it is made);
+    from then on nothing writes to its dict, so it can be shared and read from any thread. Anything else
+    (another mapping, a span still recording, an SDK whose internals differ) gets None and is copied.
+    """
+    kind = type(attributes)
+    if kind.__name__ != "BoundedAttributes" or kind.__module__ != "opentelemetry.attributes":
+        return None
+    if getattr(attributes, "_immutable", False) is not True:
+        return None
+    inner = getattr(attributes, "_dict", None)
+    return inner if type(inner) is dict else None
+
+
+def _event_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    frozen = _frozen_sdk_attributes(attributes)
+    return frozen if frozen is not None else _copy(attributes)
 
 
 def _copy(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
