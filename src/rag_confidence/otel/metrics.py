@@ -11,7 +11,6 @@ import functools
 import importlib.metadata
 import math
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -117,24 +116,23 @@ class ConfidenceInstruments:
             self._duration.record(duration_s, context=context)
 
 
-# Metric attribute sets come from closed sets, so each is built once and shared by every measurement (the SDK
-# only reads them). Sharing also spares rebuilding a dict per measurement on the span path.
+# Metric attribute sets come from closed sets, so each is built once and shared by every measurement: the SDK
+# copies what it keeps and never writes to them, and nothing here does either. Plain dicts on purpose: the SDK
+# checks attribute types per measurement, and a dict passes those checks faster than a read-only proxy.
 _TIER_ATTRIBUTES: tuple[tuple[str, Mapping[str, str]], ...] = (
-    ("tier1", MappingProxyType({semconv.METRIC_ATTR_TIER: semconv.TIER1})),
-    ("tier2", MappingProxyType({semconv.METRIC_ATTR_TIER: semconv.TIER2})),
+    ("tier1", {semconv.METRIC_ATTR_TIER: semconv.TIER1}),
+    ("tier2", {semconv.METRIC_ATTR_TIER: semconv.TIER2}),
 )
 _DIMENSION_ATTRIBUTES: dict[str, Mapping[str, str]] = {
-    names.name: MappingProxyType({semconv.METRIC_ATTR_DIMENSION: names.name}) for names in DIMENSIONS
+    names.name: {semconv.METRIC_ATTR_DIMENSION: names.name} for names in DIMENSIONS
 }
 
 
 @functools.lru_cache(maxsize=64)
 def _label_action(label: str, action: str) -> Mapping[str, str]:
-    return MappingProxyType({semconv.METRIC_ATTR_LABEL: label, semconv.METRIC_ATTR_ACTION: action})
+    return {semconv.METRIC_ATTR_LABEL: label, semconv.METRIC_ATTR_ACTION: action}
 
 
 @functools.lru_cache(maxsize=256)
 def _warning(code: str, severity: str) -> Mapping[str, str]:
-    return MappingProxyType(
-        {semconv.METRIC_ATTR_WARNING_CODE: code, semconv.METRIC_ATTR_WARNING_SEVERITY: severity}
-    )
+    return {semconv.METRIC_ATTR_WARNING_CODE: code, semconv.METRIC_ATTR_WARNING_SEVERITY: severity}
