@@ -329,3 +329,38 @@ def test_records_from_readable_spans_keep_kind_status_events_and_remote_parents(
     assert dict(records["db"].events[0].attributes) == {"db.query.result.id": "x"}
     assert records["root"].parent_span_id is None and records["root"].attributes[semconv.RAG_ANSWER] is True
     assert records["root"].end_time is not None and records["root"].start_time is not None
+
+
+def test_integers_beyond_any_float_are_skipped_not_raised() -> None:
+    # Python ints are unbounded (a JSON document or a kvlist can carry one); float() of them overflows.
+    huge = 2**1100
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "search",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps(
+                [{"id": "a", "score": huge}, {"id": "b", "score": 0.5, "metadata": {"rank": huge}}]
+            ),
+        },
+    )
+    answer = SpanRecord(
+        1,
+        1,
+        None,
+        "answer",
+        {
+            "rag.answer": True,
+            "rag.signal.faithfulness_score": huge,
+            "rag.signal.citation_count": huge,
+            "rag.signal.claim_support.total_claims": huge,
+        },
+    )
+    signals = extract_signals([retriever, answer])
+    assert signals.skipped >= 3
+    assert "faithfulnessScore" not in signals.inputs and "citationCount" not in signals.inputs
+    # "a" has no readable score, so it is reported as unscored rather than guessed.
+    assert [candidate["documentId"] for candidate in signals.inputs["candidates"]] == ["b"]
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 1

@@ -65,7 +65,11 @@ class Reader:
             self.skipped += 1
             return None
         elif isinstance(value, int):
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an int beyond any float (OTLP ints are 64-bit; Python's are not)
+                self.skipped += 1
+                return None
         elif isinstance(value, str):
             try:
                 number = float(value.strip())
