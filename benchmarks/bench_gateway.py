@@ -158,6 +158,11 @@ class GatewayProcess:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the gateway process has used so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(30)
@@ -216,22 +221,37 @@ def main() -> int:
             "scoring": GatewayProcess(downstream_port),
         }
         runs: dict[str, list[float]] = {name: [] for name in gateways}
+        cpu_runs: dict[str, list[float]] = {name: [] for name in gateways}
         round_ratios: list[float] = []
+        cpu_ratios: list[float] = []
         try:
             for _ in range(args.rounds):  # alternate the two, so drift and neighbours hit both alike
                 for name, gateway in gateways.items():
                     before = sink.spans
+                    cpu_before = gateway.cpu_seconds()
                     seconds, ok, refused = drive(gateway.grpc_port, body, args.requests, args.concurrency)
+                    cpu = gateway.cpu_seconds() - cpu_before
                     assert refused == 0 and ok == args.requests, (ok, refused)
                     forwarded = sink.spans - before - spans_per_request  # minus the warm-up request
                     assert forwarded == ok * spans_per_request, (forwarded, ok)
                     runs[name].append(forwarded / seconds)
+                    cpu_runs[name].append((forwarded + spans_per_request) / cpu)
                 round_ratios.append(runs["scoring"][-1] / runs["pass-through"][-1])
+                cpu_ratios.append(cpu_runs["scoring"][-1] / cpu_runs["pass-through"][-1])
         finally:
             for gateway in gateways.values():
                 gateway.stop()
         for name, values in runs.items():
-            print(f"  {name:>13}: {statistics.median(values):>9,.0f} spans/s (median of {len(values)} runs)")
+            print(
+                f"  {name:>13}: {statistics.median(values):>9,.0f} spans/s, "
+                f"{statistics.median(cpu_runs[name]):>9,.0f} spans per gateway CPU-second (medians of {len(values)})"
+            )
+        cpu_ratio = statistics.median(cpu_ratios)
+        print(
+            f"  per gateway CPU-second: {cpu_ratio:.2f}x (rounds "
+            + ", ".join(f"{v:.2f}" for v in cpu_ratios)
+            + ")"
+        )
         ratios[workload] = statistics.median(round_ratios)
         verdict = "PASS" if ratios[workload] >= 0.5 else "FAIL"
         print(
