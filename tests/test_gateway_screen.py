@@ -20,7 +20,13 @@ from rag_confidence import semconv
 from rag_confidence.gateway import pipeline as pipeline_module
 from rag_confidence.gateway.pipeline import TracePipeline
 from rag_confidence.gateway.screen import Screen, may_hold_answer
-from rag_confidence.gateway.spans import attributes_to_dict, iter_spans, set_attributes, to_record
+from rag_confidence.gateway.spans import (
+    attributes_to_dict,
+    iter_spans,
+    python_to_any_value,
+    set_attributes,
+    to_record,
+)
 from rag_confidence.otel.answer_scoring import AnswerScorer
 from rag_confidence.signals import (
     ANSWER_HINT_KEYS,
@@ -339,3 +345,31 @@ def test_written_attributes_read_back_as_written() -> None:
     # An empty list is an empty array value, as the SDK's OTLP encoder writes it, not a value left unset.
     (derived,) = [item for item in span.attributes if item.key == semconv.RAG_CONFIDENCE_DERIVED_SIGNALS]
     assert derived.value.WhichOneof("value") == "array_value"
+
+
+attribute_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, 1]),
+    st.text(max_size=5),
+    st.lists(st.text(max_size=3), max_size=3),
+    st.lists(st.sampled_from([1, 1.0, True, "1"]), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["a", "b", "rag.confidence.total"]), attribute_values, max_size=3))
+def test_attributes_are_written_as_field_by_field_writing_would(attributes: dict[str, Any]) -> None:
+    # The reference: each attribute appended and filled through the message API.
+    expected = ProtoSpan(name="s")
+    expected.attributes.add(key="kept").value.string_value = "yes"
+    for key, value in attributes.items():
+        if value is not None:
+            python_to_any_value(value, expected.attributes.add(key=key).value)
+    for _ in range(2):  # the second time from the encodings kept for repeated values
+        span = ProtoSpan(name="s")
+        span.attributes.add(key="kept").value.string_value = "yes"
+        set_attributes(span, attributes)
+        assert span.SerializeToString() == expected.SerializeToString()
