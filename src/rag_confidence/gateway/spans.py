@@ -15,7 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
 
-from ..signals.records import EventRecord, SpanRecord
+from ..signals.records import EventRecord, SpanRecord, new_span_record
 
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
@@ -52,16 +52,16 @@ def to_record(span: ProtoSpan) -> SpanRecord:
     (see :mod:`.screen`), and answer detection and signal extraction then read each span's attributes
     a dozen times, which a plain dict answers fastest.
     """
-    parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0
+    parent = span.parent_span_id
     flags = span.flags
     events = span.events
-    return SpanRecord(
-        trace_id=int.from_bytes(span.trace_id, "big"),
-        span_id=int.from_bytes(span.span_id, "big"),
-        parent_span_id=parent or None,
-        name=span.name,
-        attributes=attributes_to_dict(span.attributes),
-        events=tuple(
+    return new_span_record(
+        int.from_bytes(span.trace_id, "big"),
+        int.from_bytes(span.span_id, "big"),
+        (int.from_bytes(parent, "big") or None) if parent else None,
+        span.name,
+        attributes_to_dict(span.attributes),
+        tuple(
             EventRecord(
                 name=event.name,
                 attributes=attributes_to_dict(event.attributes),
@@ -71,11 +71,11 @@ def to_record(span: ProtoSpan) -> SpanRecord:
         )
         if events
         else (),
-        start_time=span.start_time_unix_nano or None,
-        end_time=span.end_time_unix_nano or None,
-        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-        kind=_KIND_NAMES.get(span.kind),
-        status_code=_STATUS_NAMES.get(span.status.code),
+        span.start_time_unix_nano or None,
+        span.end_time_unix_nano or None,
+        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+        _KIND_NAMES.get(span.kind),
+        _STATUS_NAMES.get(span.status.code),
     )
 
 
