@@ -75,31 +75,44 @@ def _free_port() -> int:
         return port
 
 
-def build_request(rag_traces: int = 2, plain_traces: int = 38) -> tuple[bytes, int]:
+# Instrumentation scopes as a service's libraries name their tracers: the RAG spans come from the RAG framework's
+# instrumentation and the application's answer span, plain traffic from the web framework's and the database
+# client's instrumentation.
+SCOPES = {
+    "answer": "rag_confidence",
+    "rag": "openinference.instrumentation.langchain",
+    "http": "opentelemetry.instrumentation.fastapi",
+    "db": "opentelemetry.instrumentation.sqlalchemy",
+}
+
+
+def build_request(rag_traces: int = 2, plain_traces: int = 38, one_scope: bool = False) -> tuple[bytes, int]:
     """One batch as a BatchSpanProcessor would send it: RAG answers (retriever with 5 documents, LLM) and plain
-    request traces. Returns the encoded request and its span count."""
+    request traces, each span from its library's scope (``one_scope``: every span from one tracer, the worst
+    case for the gateway's screen, which then reads every span's attribute keys). Returns the encoded request
+    and its span count."""
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
+    tracers = {role: provider.get_tracer("bench" if one_scope else name) for role, name in SCOPES.items()}
     for index in range(rag_traces):
-        with tracer.start_as_current_span("answer") as answer:
+        with tracers["answer"].start_as_current_span("answer") as answer:
             answer.set_attribute(semconv.RAG_ANSWER, True)
             answer.set_attribute(semconv.RAG_SIGNAL_SUPPORT_LEVEL, "medium")
-            with tracer.start_as_current_span("retrieve") as retrieve:
+            with tracers["rag"].start_as_current_span("retrieve") as retrieve:
                 retrieve.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
                 for doc in range(5):
                     prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{doc}."
                     retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_ID, f"doc-{index}-{doc}")
                     retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_SCORE, 0.9 - doc * 0.05)
                     retrieve.set_attribute(prefix + semconv.OI_DOCUMENT_CONTENT, "Policy text. " * 40)
-            with tracer.start_as_current_span("generate") as generate:
+            with tracers["rag"].start_as_current_span("generate") as generate:
                 generate.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
                 generate.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [1].")
     for _ in range(plain_traces):
-        with tracer.start_as_current_span("http request"):
+        with tracers["http"].start_as_current_span("http request"):
             for step in range(4):
-                with tracer.start_as_current_span(f"step {step}") as span:
+                with tracers["db"].start_as_current_span(f"step {step}") as span:
                     span.set_attribute("http.route", "/api/items")
     spans = memory.get_finished_spans()
     return encode_spans(spans).SerializeToString(), len(spans)
@@ -210,8 +223,12 @@ def main() -> int:
     server.start()
 
     ratios: dict[str, float] = {}
-    for workload, rag_traces, plain_traces in (("mixed", 2, 38), ("answer-dense", 20, 20)):
-        body, spans_per_request = build_request(rag_traces, plain_traces)
+    for workload, rag_traces, plain_traces, one_scope in (
+        ("mixed", 2, 38, False),
+        ("mixed, one scope", 2, 38, True),
+        ("answer-dense", 20, 20, False),
+    ):
+        body, spans_per_request = build_request(rag_traces, plain_traces, one_scope)
         print(
             f"{workload}: {rag_traces} RAG answers + {plain_traces} plain traces per request, "
             f"{spans_per_request} spans, {len(body) / 1024:.0f} KiB; {args.requests} requests per run"

@@ -392,3 +392,57 @@ def test_stats_and_metrics_agree(metered: Metered) -> None:
     assert stats.traces_evicted == sum(points[semconv.METRIC_PROCESSOR_BUFFER_EVICTIONS].values())
     assert stats.spans_not_buffered == value(points, semconv.METRIC_PROCESSOR_SPANS_UNBUFFERED)
     assert stats.pending_traces == value(points, semconv.METRIC_PROCESSOR_BUFFER_TRACES) == 1
+
+
+def test_warnings_counted_per_batch_equal_warnings_counted_per_scorecard() -> None:
+    from rag_confidence.otel.metrics import ConfidenceInstruments, span_context_as_parent
+    from rag_confidence.scoring import compute_confidence
+
+    cards = [
+        compute_confidence({"supportLevel": "high", "candidates": []}),
+        compute_confidence(
+            {"supportLevel": "low", "candidates": [{"retrievalScores": {"v": 0.4}, "combinedScore": 0.4}]}
+        ),
+        compute_confidence({"supportLevel": "medium", "hasConflict": True, "candidates": []}),
+    ]
+    contexts = [
+        span_context_as_parent(SpanContext(7, span_id, is_remote=True, trace_flags=TraceFlags(1)))
+        for span_id in (1, 2, 3)
+    ]
+
+    def warning_points(batched: bool) -> dict[tuple[str, str], tuple[int, set[int]]]:
+        reader = InMemoryMetricReader()
+        instruments = ConfidenceInstruments(MeterProvider(metric_readers=[reader]))
+        for card, context in zip(cards, contexts, strict=True):
+            instruments.record(card, 0.001, context, warnings=not batched)
+        if batched:
+            instruments.count_warnings(list(zip(cards, contexts, strict=True)))
+        data = reader.get_metrics_data()
+        assert data is not None
+        (metric,) = [
+            metric
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == semconv.METRIC_WARNINGS
+        ]
+        return {
+            (
+                str((point.attributes or {})[semconv.METRIC_ATTR_WARNING_CODE]),
+                str((point.attributes or {})[semconv.METRIC_ATTR_WARNING_SEVERITY]),
+            ): (int(point.value), {exemplar.span_id for exemplar in point.exemplars})
+            for point in metric.data.data_points
+        }
+
+    per_card, batched = warning_points(False), warning_points(True)
+    expected: dict[tuple[str, str], int] = {}
+    for card in cards:
+        for warning in card.meta.warnings:
+            key = (warning.code, warning.severity)
+            expected[key] = expected.get(key, 0) + 1
+    assert {key: count for key, (count, _) in per_card.items()} == expected
+    assert {key: count for key, (count, _) in batched.items()} == expected
+    # Each batched exemplar points at an answer that had that warning.
+    for (code, _), (_, span_ids) in batched.items():
+        with_warning = {i + 1 for i, card in enumerate(cards) if code in {w.code for w in card.meta.warnings}}
+        assert span_ids and span_ids <= with_warning

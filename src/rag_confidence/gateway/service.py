@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -22,6 +23,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from ..otel.answer_scoring import AnswerScorer
 from ..otel.metrics import ConfidenceInstruments, span_context_as_parent
+from ..scoring.models import ConfidenceScorecard
 from .admission import Admission
 from .assembly import AssemblyWindow
 from .config import GatewayConfig
@@ -216,6 +218,7 @@ class Gateway:
         return outcome
 
     def _record_scorecards(self, prepared: Prepared) -> None:
+        recorded: list[tuple[ConfidenceScorecard, Context]] = []
         for scored in prepared.scored:
             context = span_context_as_parent(
                 SpanContext(
@@ -225,7 +228,10 @@ class Gateway:
                     trace_flags=TraceFlags(TraceFlags.SAMPLED),
                 )
             )
-            self.instruments.record(scored.scorecard, scored.duration_s, context=context)
+            self.instruments.record(scored.scorecard, scored.duration_s, context=context, warnings=False)
+            recorded.append((scored.scorecard, context))
+        # The answers of one request share most warning codes: one measurement per code, not per answer.
+        self.instruments.count_warnings(recorded)
         self.metrics.answer(ANSWER_SCORED, len(prepared.scored))
         self.metrics.answer(ANSWER_FAILED, prepared.failed_answers)
         self.metrics.answer(ANSWER_ALREADY_SCORED, prepared.already_scored)

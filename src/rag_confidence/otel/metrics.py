@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -91,10 +91,16 @@ class ConfidenceInstruments:
         )
 
     def record(
-        self, scorecard: ConfidenceScorecard, duration_s: float | None = None, context: Context | None = None
+        self,
+        scorecard: ConfidenceScorecard,
+        duration_s: float | None = None,
+        context: Context | None = None,
+        *,
+        warnings: bool = True,
     ) -> None:
         """Record one scorecard on every instrument, in ``context`` (the scored span's; see
-        :func:`span_context_as_parent`). ``duration_s`` None records no duration."""
+        :func:`span_context_as_parent`). ``duration_s`` None records no duration; ``warnings`` False leaves
+        the warnings counter to :meth:`count_warnings` (for callers that score answers in batches)."""
         data = scorecard_data(scorecard)
         total = score_int(data["total"])
         if total is not None:
@@ -110,10 +116,30 @@ class ConfidenceInstruments:
             normalized = dimension_score(dimension["normalized"])
             if normalized is not None:
                 self._dimension_score.record(normalized, _DIMENSION_ATTRIBUTES[names.name], context=context)
-        for warning in data["meta"]["warnings"]:
-            self._warnings.add(1, _warning(str(warning["code"]), str(warning["severity"])), context=context)
+        if warnings:
+            for warning in data["meta"]["warnings"]:
+                self._warnings.add(
+                    1, _warning(str(warning["code"]), str(warning["severity"])), context=context
+                )
         if duration_s is not None and math.isfinite(duration_s) and duration_s >= 0:
             self._duration.record(duration_s, context=context)
+
+    def count_warnings(self, scored: Sequence[tuple[ConfidenceScorecard, Context | None]]) -> None:
+        """Count the warnings of several scorecards: one measurement per warning code and severity, carrying
+        their number, in the context of the last scorecard with that warning (where its exemplar points).
+        The counter's totals are those of :meth:`record` per scorecard, with fewer measurements."""
+        counts: dict[tuple[str, str], list[Any]] = {}
+        for scorecard, context in scored:
+            for warning in scorecard_data(scorecard)["meta"]["warnings"]:
+                key = (str(warning["code"]), str(warning["severity"]))
+                entry = counts.get(key)
+                if entry is None:
+                    counts[key] = [1, context]
+                else:
+                    entry[0] += 1
+                    entry[1] = context
+        for (code, severity), (count, context) in counts.items():
+            self._warnings.add(count, _warning(code, severity), context=context)
 
 
 # Metric attribute sets come from closed sets, so each is built once and shared by every measurement: the SDK
