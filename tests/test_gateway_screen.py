@@ -8,6 +8,7 @@ unscored. Fuzzed protobuf spans cover every AnyValue kind, empty values, repeate
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -281,6 +282,10 @@ def test_screening_scope_by_scope_scores_every_answer_the_rules_find(
     with_body = _answers_scored(_copy(request), payload)
     without_body = _answers_scored(_copy(request), None)
     assert with_body == without_body
+    # Small scopes are screened span by span; with every scope narrowed by its bytes first, the same answers.
+    with patch.object(pipeline_module, "_SCREEN_DIRECTLY_UP_TO", 0):
+        assert _answers_scored(_copy(request), payload) == with_body
+        assert _answers_scored(_copy(request), None) == with_body
     scored, failed, already = with_body
     assert set(scored) <= {(group.answer.trace_id, group.answer.span_id) for group in expected}
     assert len(scored) + failed + already == len(expected)

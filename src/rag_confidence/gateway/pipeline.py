@@ -103,7 +103,10 @@ class TracePipeline:
                 prepared.rejected += len(invalid)
             if screen is None:
                 continue
-            scope_screen = screen.within(scope_spans.SerializeToString()) if by_scope else screen
+            # Narrowing a scope costs its serialization (in proportion to its bytes: retrieval spans carry
+            # documents), screening it in proportion to its spans: a scope of a few spans is screened directly.
+            narrow = by_scope and len(spans) > _SCREEN_DIRECTLY_UP_TO
+            scope_screen = screen.within(scope_spans.SerializeToString()) if narrow else screen
             if not scope_screen.needed:  # no span of this scope can pass: skip reading its keys
                 continue
             scope_screen.mark_answering(kept, trace_ids, first, answering)
@@ -163,6 +166,7 @@ class TracePipeline:
             )
 
 
+_SCREEN_DIRECTLY_UP_TO = 16  # spans
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
