@@ -217,7 +217,7 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
         "span records": [],
         "find_answers": [],
         "extract_signals": [],
-        "compute_confidence": [],
+        "scoring": [],
         "attributes": [],
         "metrics+event": [],
     }
@@ -231,7 +231,7 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
         t2 = time.perf_counter()
         extracted = extract_signals(group.spans)
         t3 = time.perf_counter()
-        card = scorer_core.compute(extracted.inputs)
+        card = scorer_core._compute_trusted(extracted.inputs)  # as the processor scores extraction's output
         t4 = time.perf_counter()
         scorecard_attributes(card, extracted)
         t5 = time.perf_counter()
@@ -382,8 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"the design's outputs alone, per answer: exporting the rag.confidence.* attributes {exported:.1f} µs "
         f"(OTLP encoder), the metrics and the event {recorded:.1f} µs; {floor:.1f} µs = "
-        f"{floor / base_median:.1%} of a trace's CPU, a ratio of {1 + floor / base_median:.2f}x before any signal "
-        "is read or scored"
+        f"{floor / (base_median * 1e6):.1%} of a trace's CPU, a ratio of {1 + floor / (base_median * 1e6):.2f}x "
+        "before any signal is read or scored"
     )
 
     base_mib, base_per = pending_memory(False, args.pending)
