@@ -231,7 +231,7 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
         t2 = time.perf_counter()
         extracted = extract_signals(group.spans)
         t3 = time.perf_counter()
-        card = scorer_core._compute_trusted(extracted.inputs)  # as the processor scores extraction's output
+        card = scorer_core.compute(extracted.inputs)
         t4 = time.perf_counter()
         scorecard_attributes(card, extracted)
         t5 = time.perf_counter()

@@ -10,12 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.scoring import create_scorer
-from rag_confidence.scoring.api import plain_inputs
 from rag_confidence.signals import EventRecord, SpanRecord, extract_signals, find_answers
 from rag_confidence.signals.native import FIELDS
-
-_SCORER = create_scorer()
 
 # Every key the readers look at, so fuzzed values land where they matter.
 KEYS = [
@@ -177,7 +173,5 @@ def test_fuzzed_spans_never_raise_and_stay_scoreable(records: list[SpanRecord]) 
             if name in inputs:
                 assert _finite_unit(inputs[name])
         assert all(isinstance(value, str | int | float | bool) for value in signals.diagnostics.values())
-        # Whatever the spans held, what extraction hands on is valid scoring input that the validator passes
-        # through untouched: the span path scores it without validating again.
-        assert plain_inputs(inputs) is inputs
-        assert _SCORER._compute_trusted(inputs) == compute_confidence(inputs)
+        # Whatever the spans held, what extraction hands on is valid scoring input.
+        compute_confidence(inputs)

@@ -63,11 +63,7 @@ class AnswerScorer:
             base = extract_signals(spans, self.signal_options).inputs
             explicit = merge_inputs({key: base[key] for key in _NESTED_INPUTS if key in base}, explicit)
         extracted = extract_signals(spans, self.signal_options, explicit=explicit)
-        # Extraction's own output is valid by construction; a caller's overrides are checked like any input.
-        if explicit:
-            scorecard = self._scorer.compute(extracted.inputs)
-        else:
-            scorecard = self._scorer._compute_trusted(extracted.inputs)
+        scorecard = self._scorer.compute(extracted.inputs)
         duration_s = time.perf_counter() - started
         attributes = scorecard_attributes(scorecard, extracted)
         return ScoredAnswer(scorecard, extracted.inputs, extracted, attributes, duration_s)

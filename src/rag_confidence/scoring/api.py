@@ -104,12 +104,6 @@ class Scorer:
         """Like :meth:`compute`, but the scorecard as a plain dict in the reference's JSON shape."""
         return score_plain(plain_inputs(inputs), self._prepared)
 
-    def _compute_trusted(self, inputs: dict[str, Any]) -> ConfidenceScorecard:
-        """:meth:`compute` without input validation, for inputs that are valid camelCase by construction:
-        what signal extraction builds (its fuzz tests check that the validator passes it through unchanged).
-        Validation is a third of scoring a small answer; anything else must go through :meth:`compute`."""
-        return scorecard_model(score_plain(inputs, self._prepared))
-
 
 def create_scorer(config: ConfigLike = None) -> Scorer:
     """Validate ``config`` once and return an object whose ``.compute(inputs)`` scores with it.
