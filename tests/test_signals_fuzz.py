@@ -10,8 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_confidence import compute_confidence, semconv
+from rag_confidence.scoring import create_scorer
+from rag_confidence.scoring.api import extracted_inputs, plain_inputs
 from rag_confidence.signals import EventRecord, SpanRecord, extract_signals, find_answers
 from rag_confidence.signals.native import FIELDS
+
+_SCORER = create_scorer()
 
 # Every key the readers look at, so fuzzed values land where they matter.
 KEYS = [
@@ -55,6 +59,21 @@ scalars = st.one_of(
     st.sampled_from(
         KINDS + OPERATIONS + ["high", "medium", "low", "length", "faithfulness", "[1]", "{", "[]"]
     ),
+    # Timestamps as instrumentations write them (and as they should not).
+    st.sampled_from(
+        [
+            "2024-05-01",
+            "2024-05-01T10:00:00Z",
+            "2024-05-01T10:00:00z",
+            "2024-05-01T10:00:00+02:00",
+            "2024-05-01 10:00:00.123456",
+            " 2024-05-01T10:00:00Z ",
+            "2024-13-01",
+            1714557600,
+            1714557600123,
+            -1.5,
+        ]
+    ),
 )
 json_like = st.recursive(
     scalars,
@@ -79,6 +98,8 @@ json_like = st.recursive(
                     "generations",
                     "text",
                     "distance",
+                    "last_updated",
+                    "updated_at",
                 ]
             ),
             children,
@@ -173,5 +194,66 @@ def test_fuzzed_spans_never_raise_and_stay_scoreable(records: list[SpanRecord]) 
             if name in inputs:
                 assert _finite_unit(inputs[name])
         assert all(isinstance(value, str | int | float | bool) for value in signals.diagnostics.values())
-        # Whatever the spans held, what extraction hands on is valid scoring input.
-        compute_confidence(inputs)
+        # Whatever the spans held, what extraction hands on is valid scoring input, and what validation makes
+        # of it is exactly what the span path (which skips validating it again) scores.
+        assert extracted_inputs(inputs) == plain_inputs(inputs)
+        assert _SCORER._compute_extracted(inputs) == compute_confidence(inputs)
+
+
+TIMESTAMPS = st.one_of(
+    st.sampled_from(
+        [
+            "2024-05-01",
+            "2024-05-01T10:00:00Z",
+            "2024-05-01T10:00:00z",
+            "2024-05-01T10:00:00+02:00",
+            "2024-05-01 10:00:00.123456",
+            " 2024-05-01T10:00:00Z ",
+            "2024-13-01",
+            "yesterday",
+            1714557600,
+            1714557600123,
+            -1.5,
+            True,
+        ]
+    ),
+    st.datetimes(timezones=st.one_of(st.none(), st.timezones())).map(lambda moment: moment.isoformat()),
+    st.integers(min_value=-(2**40), max_value=2**45),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TIMESTAMPS, min_size=1, max_size=4))
+def test_extracted_timestamps_score_as_validation_would_make_them(timestamps: list[Any]) -> None:
+    # The span path skips validating extraction's output; the one thing validation changes in it is
+    # turning candidate timestamps into datetimes, which the span path does with the validator's parser.
+    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER}
+    for index, value in enumerate(timestamps):
+        prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}."
+        attributes[prefix + semconv.OI_DOCUMENT_ID] = f"doc-{index}"
+        attributes[prefix + semconv.OI_DOCUMENT_SCORE] = 0.9 - index * 0.1
+        attributes[prefix + semconv.OI_DOCUMENT_METADATA] = json.dumps({"last_updated": value})
+    retriever = SpanRecord(1, 2, 1, "retrieve", attributes, end_time=1)
+    answer = SpanRecord(1, 1, None, "answer", {"rag.answer": True}, end_time=2)
+    inputs = extract_signals([retriever, answer]).inputs
+    assert extracted_inputs(inputs) == plain_inputs(inputs)
+    assert _SCORER._compute_extracted(inputs) == compute_confidence(inputs)
+
+
+def test_the_timestamp_property_is_not_vacuous() -> None:
+    attributes = {
+        semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER,
+        f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}": "doc-0",
+        f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}": 0.8,
+        f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_METADATA}": '{"last_updated": "2024-05-01Z"}',
+    }
+    inputs = extract_signals(
+        [SpanRecord(1, 2, 1, "retrieve", attributes), SpanRecord(1, 1, None, "a")]
+    ).inputs
+    (candidate,) = inputs["candidates"]
+    assert isinstance(candidate["lastUpdated"], str)
+    (converted,) = extracted_inputs(inputs)["candidates"]
+    assert converted["lastUpdated"] == plain_inputs(inputs)["candidates"][0]["lastUpdated"]
+    assert converted["lastUpdated"].tzinfo is not None

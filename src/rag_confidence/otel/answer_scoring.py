@@ -63,7 +63,12 @@ class AnswerScorer:
             base = extract_signals(spans, self.signal_options).inputs
             explicit = merge_inputs({key: base[key] for key in _NESTED_INPUTS if key in base}, explicit)
         extracted = extract_signals(spans, self.signal_options, explicit=explicit)
-        scorecard = self._scorer.compute(extracted.inputs)
+        # Extraction's own output needs no second validation (see Scorer._compute_extracted); a caller's
+        # overrides are checked like any input.
+        if explicit:
+            scorecard = self._scorer.compute(extracted.inputs)
+        else:
+            scorecard = self._scorer._compute_extracted(extracted.inputs)
         duration_s = time.perf_counter() - started
         attributes = scorecard_attributes(scorecard, extracted)
         return ScoredAnswer(scorecard, extracted.inputs, extracted, attributes, duration_s)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigValidationError, InputValidationError
 from ._build import scorecard_model
-from ._plain import compile_model
+from ._plain import compile_model, parse_datetime
 from .models import ConfidenceScorecard, ScoringConfig, ScoringInputs
 from .scorer import DEFAULT_PREPARED, PreparedConfig, prepare_config, score_plain
 from .validation import validate_config
@@ -103,6 +104,39 @@ class Scorer:
     def compute_plain(self, inputs: InputsLike) -> dict[str, Any]:
         """Like :meth:`compute`, but the scorecard as a plain dict in the reference's JSON shape."""
         return score_plain(plain_inputs(inputs), self._prepared)
+
+    def _compute_extracted(self, inputs: dict[str, Any]) -> ConfidenceScorecard:
+        """:meth:`compute` for the inputs signal extraction builds, without validating them again.
+
+        They are valid camelCase by construction but for one thing validation changes: candidate timestamps
+        are ISO strings, turned into datetimes here with the validator's own parser (the signal fuzz tests
+        hold the result equal to what validation makes). Validation is a third of scoring a small answer.
+        Anything else must go through :meth:`compute`.
+        """
+        return scorecard_model(score_plain(extracted_inputs(inputs), self._prepared))
+
+
+def extracted_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """What validating signal extraction's output yields: its candidates' ``lastUpdated`` strings as datetimes
+    (the one date-time field of the inputs). A timestamp the parser refuses sends the whole input through full
+    validation, which raises as it always would."""
+    candidates = inputs.get("candidates")
+    if not candidates:
+        return inputs
+    converted: list[Any] | None = None
+    for index, candidate in enumerate(candidates):
+        value = candidate.get("lastUpdated")
+        if value is None or (type(value) is datetime.datetime and value.tzinfo is not None):
+            continue
+        parsed = parse_datetime(value)
+        if parsed is None:
+            return plain_inputs(inputs)
+        if converted is None:
+            converted = list(candidates)
+        converted[index] = {**candidate, "lastUpdated": parsed}
+    if converted is None:
+        return inputs
+    return {**inputs, "candidates": converted}
 
 
 def create_scorer(config: ConfigLike = None) -> Scorer:
