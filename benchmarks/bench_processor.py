@@ -217,7 +217,7 @@ def scoring_breakdown(traces: int) -> dict[str, float]:
         "span records": [],
         "find_answers": [],
         "extract_signals": [],
-        "scoring": [],
+        "compute_confidence": [],
         "attributes": [],
         "metrics+event": [],
     }
