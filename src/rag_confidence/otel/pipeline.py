@@ -153,7 +153,7 @@ class _ProcessorGroup:
             semconv.METRIC_PROCESSOR_QUEUE_SIZE,
             callbacks=[lambda options: [Observation(self._gauges()[1])]],
             unit=answer,
-            description="Answers waiting for the background scoring thread (0 when scoring inline).",
+            description="Answer and local-root spans waiting for the background worker (0 when scoring inline).",
         )
 
     def watch(self, counts: ProcessorCounts, gauges: GaugeReader) -> None:
