@@ -112,24 +112,18 @@ class TracePipeline:
             scope_screen.mark_answering(kept, trace_ids, first, answering)
         if scorer is None or not kept:
             return prepared
+        if screen is not None and not answering:
+            return prepared
         by_trace: dict[bytes, list[ProtoSpan]] = {}
+        for span, trace_id in zip(kept, trace_ids, strict=True):
+            if screen is None or trace_id in answering:
+                by_trace.setdefault(trace_id, []).append(span)
         if screen is not None:
-            if not answering:
-                return prepared
-            for span, trace_id in zip(kept, trace_ids, strict=True):
-                if trace_id in answering:
-                    group = by_trace.get(trace_id)
-                    if group is None:
-                        by_trace[trace_id] = [span]
-                    else:
-                        group.append(span)
             # One pass over all answering traces: find_answers keys spans by (trace, span) id.
             self._score_trace(scorer, [span for spans in by_trace.values() for span in spans], prepared)
-            return prepared
-        for span, trace_id in zip(kept, trace_ids, strict=True):
-            by_trace.setdefault(trace_id, []).append(span)
-        for trace_spans in by_trace.values():
-            self._score_trace(scorer, trace_spans, prepared)
+        else:
+            for trace_spans in by_trace.values():
+                self._score_trace(scorer, trace_spans, prepared)
         return prepared
 
     def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:

@@ -117,10 +117,7 @@ class ConfidenceInstruments:
             if normalized is not None:
                 self._dimension_score.record(normalized, _DIMENSION_ATTRIBUTES[names.name], context=context)
         if warnings:
-            for warning in data["meta"]["warnings"]:
-                self._warnings.add(
-                    1, _warning(str(warning["code"]), str(warning["severity"])), context=context
-                )
+            self.count_warnings(((scorecard, context),))
         if duration_s is not None and math.isfinite(duration_s) and duration_s >= 0:
             self._duration.record(duration_s, context=context)
 

@@ -73,18 +73,18 @@ class ProcessorStats:
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "created", "may_answer", "spans", "unscreened")
+    __slots__ = ("answered", "created", "may_answer", "spans")
 
     def __init__(self, created: float) -> None:
         self.created = created
         self.spans: list[ReadableSpan] = []
         # Set once an answer of this trace has been scored: its local root is then no answer by rule (c).
         self.answered = False
-        # Set when a buffered span is a retrieval or a marked answer. Traces without one (most traffic of a
-        # service that also answers questions) are released at their root without any signal work.
-        self.may_answer = False
-        # Set when spans were buffered without that screen (background scoring leaves it to the worker).
-        self.unscreened = False
+        # True once a buffered span is a retrieval or a marked answer; None while some spans were buffered
+        # without that screen (background scoring leaves it to the worker) and none passed it. Traces with
+        # False (most traffic of a service that also answers questions) are released at their root without
+        # any signal work.
+        self.may_answer: bool | None = False
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
@@ -359,10 +359,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 pending = self._pending[trace_id] = _PendingTrace(now)
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
-                if may_answer is None:
-                    pending.unscreened = True
-                elif may_answer:
-                    pending.may_answer = True
+                if may_answer or pending.may_answer is False:
+                    pending.may_answer = may_answer
             else:
                 self._counts.spans_unbuffered += 1
 
@@ -395,7 +393,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._evict(now)
                 pending = self._pending[trace_id] = _PendingTrace(now)
             answered = pending.answered
-            if local_root and not pending.may_answer and not pending.unscreened and not answered:
+            if local_root and pending.may_answer is False and not answered:
                 # Nothing in this trace can be scored: release all of it without walking the tree. (Another
                 # local root of the same trace, if any, loses buffered spans that held no retrieval.)
                 del self._pending[trace_id]
@@ -413,11 +411,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     del self._pending[trace_id]
             else:
                 pending.answered = True
-            return (
-                members,
-                answered,
-                None if pending.unscreened and not pending.may_answer else pending.may_answer,
-            )
+            return members, answered, pending.may_answer
 
     def _count_failure(self, message: str, reason: str) -> None:
         counts = self._counts
