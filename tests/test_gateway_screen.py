@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from rag_confidence import semconv
 from rag_confidence.gateway import pipeline as pipeline_module
+from rag_confidence.gateway import screen as screen_module
 from rag_confidence.gateway.pipeline import TracePipeline
 from rag_confidence.gateway.screen import Screen, may_hold_answer
 from rag_confidence.gateway.spans import (
@@ -283,12 +284,97 @@ def test_screening_scope_by_scope_scores_every_answer_the_rules_find(
     without_body = _answers_scored(_copy(request), None)
     assert with_body == without_body
     # Small scopes are screened span by span; with every scope narrowed by its bytes first, the same answers.
-    with patch.object(pipeline_module, "_SCREEN_DIRECTLY_UP_TO", 0):
+    with patch.object(screen_module, "SCREEN_DIRECTLY_UP_TO", 0):
         assert _answers_scored(_copy(request), payload) == with_body
         assert _answers_scored(_copy(request), None) == with_body
     scored, failed, already = with_body
     assert set(scored) <= {(group.answer.trace_id, group.answer.span_id) for group in expected}
     assert len(scored) + failed + already == len(expected)
+
+
+# Strings a producer may send anywhere: the hint keys and result event names as values, event attribute keys,
+# resource attribute keys and scope names. None of these is what the screen counts (exact attribute keys and
+# event names of spans), so each must only cost the shortcut, never an answer.
+NAMES = [*sorted(ANSWER_HINT_KEYS), semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT]
+
+
+@st.composite
+def noisy_requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
+    spans = draw(proto_traces())
+    noisy = draw(st.booleans())  # half the requests hold no stray name: screening can stop there
+
+    def stray() -> bool:
+        return noisy and draw(st.integers(0, 3)) == 0
+
+    for span in spans:
+        if stray():
+            span.attributes.add(key="note").value.string_value = draw(st.sampled_from(NAMES))
+        if span.events and stray():
+            span.events[0].attributes.add(key=draw(st.sampled_from(NAMES))).value.bool_value = True
+    request = ExportTraceServiceRequest()
+    resources = [request.resource_spans.add() for _ in range(draw(st.integers(1, 2)))]
+    for resource in resources:
+        if stray():
+            resource.resource.attributes.add(key=draw(st.sampled_from(NAMES))).value.bool_value = True
+    scopes = [resource.scope_spans.add() for resource in resources for _ in range(draw(st.integers(1, 3)))]
+    for scope in scopes:
+        if stray():
+            scope.scope.name = draw(st.sampled_from(NAMES))
+    order = draw(st.permutations(range(len(spans))))
+    for index in order:
+        scopes[draw(st.integers(0, len(scopes) - 1))].spans.append(spans[index])
+    return request
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(noisy_requests(), st.sampled_from([0, 2, 16]))
+def test_counting_occurrences_stops_screening_only_when_no_unread_span_can_pass(
+    otlp: ExportTraceServiceRequest, directly_up_to: int
+) -> None:
+    kept = list(iter_spans(otlp))
+    trace_ids = [span.trace_id for span in kept]
+    scopes = []
+    for resource in otlp.resource_spans:
+        for scope in resource.scope_spans:
+            if scope.spans:
+                first = kept.index(scope.spans[0])
+                scopes.append((scope, first, first + len(scope.spans)))
+    # The rule itself, span by span: the traces that have a span passing it.
+    expected = {span.trace_id for span in kept if may_hold_answer(span)}
+    with patch.object(screen_module, "SCREEN_DIRECTLY_UP_TO", directly_up_to):
+        for by_scope in (False, True):
+            screened = Screen(otlp.SerializeToString()).answering_traces(
+                scopes, kept, trace_ids, by_scope=by_scope
+            )
+            assert screened == expected
+            assert Screen(None).answering_traces(scopes, kept, trace_ids, by_scope=by_scope) == expected
+
+
+def _large_plain_scope(request: ExportTraceServiceRequest, traces: range, note: str = "") -> None:
+    scope = request.resource_spans.add().scope_spans.add()
+    for trace in traces:
+        for span in _plain_trace(trace):
+            if note:
+                span.attributes.add(key="note").value.string_value = note
+            scope.spans.append(span)
+
+
+def test_once_the_small_scopes_account_for_every_hint_the_large_ones_are_not_screened() -> None:
+    request = ExportTraceServiceRequest()
+    _large_plain_scope(request, range(10, 30))
+    request.resource_spans.add().scope_spans.add().spans.extend(_rag_trace(2))  # small, read first
+    payload = request.SerializeToString()
+    with patch.object(Screen, "within", autospec=True, side_effect=Screen.within) as within:
+        assert _answers_scored(_copy(request), payload) == (((2, 1),), 0, 0)
+    assert within.call_count == 0
+    # The same request with a hint key's name in a value of the large scope: that occurrence is never
+    # accounted for, so the large scope is checked by its encoding (and read), and the answer is the same.
+    noisy = ExportTraceServiceRequest()
+    _large_plain_scope(noisy, range(10, 30), note=semconv.OPENINFERENCE_SPAN_KIND)
+    noisy.resource_spans.add().scope_spans.add().spans.extend(_rag_trace(2))
+    with patch.object(Screen, "within", autospec=True, side_effect=Screen.within) as within:
+        assert _answers_scored(_copy(noisy), noisy.SerializeToString()) == (((2, 1),), 0, 0)
+    assert within.call_count == 1
 
 
 def _copy(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:

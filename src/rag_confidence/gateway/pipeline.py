@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from .. import semconv
@@ -84,36 +85,34 @@ class TracePipeline:
         # marked answer holds no answer and needs no records at all. The window may complete such a trace
         # with spans of a later request, so there every span becomes a record.
         screen = Screen(payload) if scorer is not None and self._window is None else None
-        scopes = [scope for resource in request.resource_spans for scope in resource.scope_spans]
-        by_scope = screen is not None and screen.needed and (payload is None or len(scopes) > 1)
-        # Every valid span with its trace id (read once: each read of a bytes field copies it out).
+        # Every valid span with its trace id (read once: each read of a bytes field copies it out), and where
+        # each scope's spans lie among them.
         kept: list[ProtoSpan] = []
         trace_ids: list[bytes] = []
-        answering: set[bytes] = set()
-        for scope_spans in scopes:
-            spans = scope_spans.spans
-            if not spans:
-                continue
-            first = len(kept)
-            invalid = _keep_valid(spans[:], kept, trace_ids)  # a slice copies the items out in C
-            prepared.received += len(spans)
-            if invalid:
-                for index in reversed(invalid):
-                    del spans[index]
-                prepared.rejected += len(invalid)
-            if screen is None:
-                continue
-            # Narrowing a scope costs its serialization (in proportion to its bytes: retrieval spans carry
-            # documents), screening it in proportion to its spans: a scope of a few spans is screened directly.
-            narrow = by_scope and len(spans) > _SCREEN_DIRECTLY_UP_TO
-            scope_screen = screen.within(scope_spans.SerializeToString()) if narrow else screen
-            if not scope_screen.needed:  # no span of this scope can pass: skip reading its keys
-                continue
-            scope_screen.mark_answering(kept, trace_ids, first, answering)
+        scopes: list[tuple[ScopeSpans, int, int]] = []
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                spans = scope_spans.spans
+                if not spans:
+                    continue
+                first = len(kept)
+                invalid = _keep_valid(spans[:], kept, trace_ids)  # a slice copies the items out in C
+                prepared.received += len(spans)
+                if invalid:
+                    for index in reversed(invalid):
+                        del spans[index]
+                    prepared.rejected += len(invalid)
+                if len(kept) > first:
+                    scopes.append((scope_spans, first, len(kept)))
         if scorer is None or not kept:
             return prepared
-        if screen is not None and not answering:
-            return prepared
+        answering: set[bytes] = set()
+        if screen is not None:
+            answering = screen.answering_traces(
+                scopes, kept, trace_ids, by_scope=payload is None or len(scopes) > 1
+            )
+            if not answering:
+                return prepared
         by_trace: dict[bytes, list[ProtoSpan]] = {}
         for span, trace_id in zip(kept, trace_ids, strict=True):
             if screen is None or trace_id in answering:
@@ -160,7 +159,6 @@ class TracePipeline:
             )
 
 
-_SCREEN_DIRECTLY_UP_TO = 16  # spans
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
