@@ -140,11 +140,21 @@ APP = textwrap.dedent(
                 {semconv.GEN_AI_RETRIEVAL_DOCUMENTS!r},
                 json.dumps([{{"id": "a", "score": 0.9}}, {{"id": "b", "score": 0.7}}]),
             )
+        # An inline judge logs its verdict as the GenAI event, in the answer's context.
+        from opentelemetry import _logs
+        _logs.get_logger("judge").emit(
+            event_name={semconv.GEN_AI_EVALUATION_RESULT!r},
+            attributes={{
+                {semconv.GEN_AI_EVALUATION_NAME!r}: "faithfulness",
+                {semconv.GEN_AI_EVALUATION_SCORE_VALUE!r}: 0.93,
+            }},
+        )
     """
 )
 EXPECTED_INPUTS = {
     "supportLevel": "high",
     "hasConflict": False,
+    "faithfulnessScore": 0.93,  # from the judge's log record (EvaluationLogProcessor, registered by the setup)
     "candidates": [
         {"retrievalScores": {"vector": 0.9}, "combinedScore": 0.9, "documentId": "a", "rank": 1},
         {"retrievalScores": {"vector": 0.7}, "combinedScore": 0.7, "documentId": "b", "rank": 2},
@@ -188,7 +198,12 @@ def assert_scored_over_otlp(servicer: Receiver) -> None:
         semconv.METRIC_DIMENSION_SCORE,
         semconv.METRIC_SCORING_DURATION,
     }
-    (event,) = [r for r in servicer.log_records() if r.event_name == semconv.GEN_AI_EVALUATION_RESULT]
+    (event,) = [
+        r
+        for r in servicer.log_records()
+        if r.event_name == semconv.GEN_AI_EVALUATION_RESULT
+        and attributes(r.attributes)[semconv.GEN_AI_EVALUATION_NAME] == semconv.RAG_CONFIDENCE_EVALUATION_NAME
+    ]
     assert event.trace_id == answer.trace_id and event.span_id == answer.span_id
     assert attributes(event.attributes)[semconv.GEN_AI_EVALUATION_SCORE_VALUE] == expected.total
     # The processor's own pipeline metrics reach the global meter provider too (it was made before the SDK

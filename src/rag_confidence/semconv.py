@@ -125,6 +125,9 @@ GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 # Value of ``gen_ai.evaluation.name`` on the evaluation event we emit.
 RAG_CONFIDENCE_EVALUATION_NAME: Final = "rag.confidence"
+# The name of an event sent as a log record, where the SDK's Events API (before 1.44) put it: an attribute.
+# Newer producers set the log record's ``event_name`` field instead.
+EVENT_NAME: Final = "event.name"
 
 # --------------------------------------------------------------------------------------------------------------
 # Signal extraction (``rag_confidence.signals``): names we read from other conventions, and our diagnostics

@@ -5,7 +5,8 @@
 Modules by job: ``processor`` (the span processor), ``decorator`` (``@scored_answer``), ``recording``
 (``record_signals``, ``mark_answer``), ``attributes`` (scorecard -> span attributes), ``metrics`` (the
 confidence instruments), ``pipeline`` (the processor's own health metrics), ``events`` (the
-``gen_ai.evaluation.result`` log record), ``setup`` (``OTEL_*`` environment setup and the
+``gen_ai.evaluation.result`` log record we emit), ``evaluations`` (the log record processor that reads
+evaluators' ``gen_ai.evaluation.result`` records), ``setup`` (``OTEL_*`` environment setup and the
 ``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from .attributes import scorecard_attributes
 from .decorator import last_scorecard, scored_answer
+from .evaluations import EvaluationLogProcessor
 from .events import EvaluationEmitter, evaluation_event_attributes
 from .metrics import ConfidenceInstruments, span_context_as_parent
 from .processor import ConfidenceSpanProcessor, ProcessorStats
@@ -23,6 +25,7 @@ __all__ = [
     "ConfidenceInstruments",
     "ConfidenceSpanProcessor",
     "EvaluationEmitter",
+    "EvaluationLogProcessor",
     "ProcessorStats",
     "RagConfidenceConfigurator",
     "Telemetry",

@@ -25,7 +25,7 @@ from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments
-from .processor import pending_spans_under
+from .processor import pending_evaluations, pending_spans_under, with_evaluations
 from .recording import _SINK, _SignalSink
 
 __all__ = ["last_scorecard", "scored_answer"]
@@ -211,6 +211,10 @@ def _score(
                 )
             )
         records.append(answer)
+        if span_context.is_valid:
+            evaluations = pending_evaluations(span_context.trace_id)
+            if evaluations:  # logged by an evaluator beneath the answer (see EvaluationLogProcessor)
+                records = with_evaluations(records, evaluations)
         group = next(g for g in find_answers(records) if g.answer.span_id == answer.span_id)
         overrides = _overrides(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)

@@ -7,6 +7,7 @@ downstream processor exactly once, and an answer span goes as a new ``ReadableSp
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -28,7 +29,7 @@ from .. import semconv
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
 from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
-from ..signals.records import SpanRecord
+from ..signals.records import EventRecord, SpanRecord
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
@@ -36,6 +37,9 @@ from .pipeline import ProcessorCounts, observe_processor
 from .worker import BackgroundWorker
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
+
+#: Evaluation results held per span id (see ``ConfidenceSpanProcessor.add_evaluation``).
+Evaluations = dict[int, list[EventRecord]]
 
 _logger = logging.getLogger(__name__)
 
@@ -73,11 +77,13 @@ class ProcessorStats:
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "created", "may_answer", "spans")
+    __slots__ = ("answered", "created", "evaluations", "may_answer", "spans")
 
     def __init__(self, created: float) -> None:
         self.created = created
         self.spans: list[ReadableSpan] = []
+        # Evaluation results logged for spans of this trace (span id, event), read as events of those spans.
+        self.evaluations: list[tuple[int, EventRecord]] = []
         # Set once an answer of this trace has been scored: its local root is then no answer by rule (c).
         self.answered = False
         # True once a buffered span is a retrieval or a marked answer; None while some spans were buffered
@@ -245,6 +251,34 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return None
         return _subtree(spans, span_context.span_id)
 
+    def add_evaluation(self, trace_id: int, span_id: int, event: EventRecord, *, trace_open: bool) -> bool:
+        """Hold an evaluation result for span ``span_id`` of trace ``trace_id``: when that span's answer is
+        scored, it is read as an event of the span (a ``gen_ai.evaluation.result`` log record emitted in the
+        span's context, see :class:`~rag_confidence.otel.EvaluationLogProcessor`, which calls this).
+
+        Held while the trace is pending here, or, when ``trace_open`` (a span of the trace is still recording),
+        in a new buffer for it; at most ``max_spans_per_trace`` per trace. Returns whether it was held: an
+        evaluation of an answer already scored comes too late.
+        """
+        with self._lock:
+            pending = self._pending.get(trace_id)
+            if pending is None:
+                if not trace_open:
+                    return False
+                now = time.monotonic()
+                self._evict(now)
+                pending = self._pending[trace_id] = _PendingTrace(now)
+            if len(pending.evaluations) >= self._max_spans_per_trace:
+                return False
+            pending.evaluations.append((span_id, event))
+            return True
+
+    def pending_evaluations(self, trace_id: int) -> Evaluations:
+        """The evaluation results held for spans of ``trace_id``, by span id (a copy)."""
+        with self._lock:
+            pending = self._pending.get(trace_id)
+            return _by_span(pending.evaluations) if pending is not None else {}
+
     # -- the span path ---------------------------------------------------------------------------------------
 
     def _process(self, span: ReadableSpan) -> ReadableSpan | None:
@@ -282,7 +316,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool
     ) -> ReadableSpan:
         """Release the buffered spans beneath a local root or marked answer; score it if it is an answer."""
-        members, answered_before, may_answer = self._take(
+        members, answered_before, may_answer, evaluations = self._take(
             context.trace_id, context.span_id, local_root=local_root
         )
         if marked and _already_scored(span.attributes or {}):
@@ -295,7 +329,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             may_answer = any(_may_hold_answer(member) for member in members)
         if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
             return span  # rule (c) holds only for traces with a retrieval and without a marked answer
-        return self._score_answer(span, members)
+        return self._score_answer(span, members, evaluations)
 
     def _finish(self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool) -> None:
         """Decide on, score and forward one local root or marked answer (on the background worker)."""
@@ -316,12 +350,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
             self._counts.spans_received += received
             self._counts.spans_forwarded += 1
 
-    def _score_answer(self, span: ReadableSpan, members: list[ReadableSpan]) -> ReadableSpan:
+    def _score_answer(
+        self, span: ReadableSpan, members: list[ReadableSpan], evaluations: Evaluations
+    ) -> ReadableSpan:
         context = span.context
         if context is None:  # _process let only spans with a context through
             return span
         records = [SpanRecord.from_readable_span(member) for member in members]
         records.append(SpanRecord.from_readable_span(span))
+        if evaluations:
+            records = with_evaluations(records, evaluations)
         group = next((g for g in find_answers(records) if g.answer.span_id == context.span_id), None)
         if group is None:
             return span
@@ -380,38 +418,46 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def _take(
         self, trace_id: int, span_id: int, *, local_root: bool
-    ) -> tuple[list[ReadableSpan], bool, bool | None]:
+    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
-        before, and whether the trace buffered a retrieval or marked answer (None: spans were buffered without
-        that screen). A local root releases its trace; a nested answer leaves a mark that it was answered."""
+        before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
+        that screen), and the evaluations held for those spans and the answer. A local root releases its
+        trace; a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
                 if local_root:
-                    return [], False, False
+                    return [], False, False, {}
                 now = time.monotonic()
                 self._evict(now)
                 pending = self._pending[trace_id] = _PendingTrace(now)
             answered = pending.answered
             if local_root and pending.may_answer is False and not answered:
-                # Nothing in this trace can be scored: release all of it without walking the tree. (Another
-                # local root of the same trace, if any, loses buffered spans that held no retrieval.)
+                # Nothing in this trace can be scored but a marked root: release all of it without walking the
+                # tree. (Another local root of the same trace, if any, loses buffered spans that held no
+                # retrieval.)
                 del self._pending[trace_id]
-                return pending.spans, False, False
+                return pending.spans, False, False, _by_span(pending.evaluations)
             members = _subtree(pending.spans, span_id) if pending.spans else []
             if len(members) == len(pending.spans):
                 pending.spans = []
             else:
                 taken = {id(member) for member in members}
                 pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+            evaluations: Evaluations = {}
+            if pending.evaluations:
+                ids = {member.context.span_id for member in members if member.context is not None}
+                ids.add(span_id)
+                evaluations = _by_span([item for item in pending.evaluations if item[0] in ids])
+                pending.evaluations = [item for item in pending.evaluations if item[0] not in ids]
             if local_root:
                 # Spans left over belong to another local root of the same trace (two requests of one remote
                 # trace served here at once); they keep their buffer until that root ends or the TTL passes.
-                if not pending.spans:
+                if not pending.spans:  # evaluations of spans not beneath it are released with the trace
                     del self._pending[trace_id]
             else:
                 pending.answered = True
-            return members, answered, pending.may_answer
+            return members, answered, pending.may_answer, evaluations
 
     def _count_failure(self, message: str, reason: str) -> None:
         counts = self._counts
@@ -461,6 +507,34 @@ def pending_spans_under(span_context: SpanContext) -> list[ReadableSpan] | None:
         if spans is not None:
             found = (found or []) + spans
     return found
+
+
+def pending_evaluations(trace_id: int) -> Evaluations:
+    """The evaluation results any live ``ConfidenceSpanProcessor`` holds for spans of ``trace_id``."""
+    with _LIVE_LOCK:
+        processors = list(_LIVE_PROCESSORS)
+    found: Evaluations = {}
+    for processor in processors:
+        for span_id, events in processor.pending_evaluations(trace_id).items():
+            found.setdefault(span_id, []).extend(events)
+    return found
+
+
+def with_evaluations(records: list[SpanRecord], evaluations: Evaluations) -> list[SpanRecord]:
+    """``records`` with the evaluation results held for each appended to its events."""
+    return [
+        dataclasses.replace(record, events=(*record.events, *evaluations[record.span_id]))
+        if record.span_id in evaluations
+        else record
+        for record in records
+    ]
+
+
+def _by_span(items: list[tuple[int, EventRecord]]) -> Evaluations:
+    grouped: Evaluations = {}
+    for span_id, event in items:
+        grouped.setdefault(span_id, []).append(event)
+    return grouped
 
 
 def live_processor_count() -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
@@ -24,6 +25,7 @@ from .. import semconv
 from ..errors import ConfigValidationError
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions
+from .evaluations import EvaluationLogProcessor
 from .processor import ConfidenceSpanProcessor
 
 __all__ = [
@@ -81,9 +83,11 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
         OTEL_PYTHON_CONFIGURATOR=rag_confidence opentelemetry-instrument python app.py
 
     Selected, it configures traces, metrics and logs from the ``OTEL_*`` variables (defaulting each
-    ``OTEL_*_EXPORTER`` to ``otlp``, as ``opentelemetry-distro`` does) and wraps the exporting span processors
-    in a :class:`ConfidenceSpanProcessor`; ``RAG_CONFIDENCE_CONFIG`` may name a JSON scoring config file and
-    ``RAG_CONFIDENCE_BACKGROUND_SCORING=true`` moves scoring off the application threads. Not
+    ``OTEL_*_EXPORTER`` to ``otlp``, as ``opentelemetry-distro`` does), wraps the exporting span processors
+    in a :class:`ConfidenceSpanProcessor` and lets it read evaluators' ``gen_ai.evaluation.result`` log
+    records (:class:`~rag_confidence.otel.EvaluationLogProcessor`); ``RAG_CONFIDENCE_CONFIG`` may name a JSON
+    scoring config file and ``RAG_CONFIDENCE_BACKGROUND_SCORING=true`` moves scoring off the application
+    threads. Not
     selected (another configurator may be loaded first, or none named), it behaves exactly like the SDK's
     default configurator, so installing rag-confidence changes nothing by itself.
     """
@@ -107,7 +111,8 @@ def configure_from_env(
     ``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_METRIC_EXPORT_INTERVAL``, ... all apply; each ``OTEL_*_EXPORTER``
     defaults to ``otlp``. The providers become the global ones (call this once, at startup). ``config`` and
-    ``processor_options`` go to :class:`ConfidenceSpanProcessor`::
+    ``processor_options`` go to :class:`ConfidenceSpanProcessor`; evaluators' ``gen_ai.evaluation.result`` log
+    records on the logger provider are read for their answers (:class:`~rag_confidence.otel.EvaluationLogProcessor`)::
 
         telemetry = configure_from_env({"preset": "production-v0.3"})
         ...  # serve requests
@@ -134,7 +139,12 @@ def _configure_sdk(
     kwargs["export_span_processor"] = factory
     # The SDK's own environment setup, bypassing only our selection check above.
     _OTelSDKConfigurator._configure(configurator, **kwargs)  # type: ignore[no-untyped-call]
-    return factory.install_if_unused()
+    processor = factory.install_if_unused()
+    logger_provider = _logs.get_logger_provider()
+    if processor is not None and isinstance(logger_provider, SdkLoggerProvider):
+        # Evaluators log gen_ai.evaluation.result through the same provider: read them for the answers.
+        logger_provider.add_log_record_processor(EvaluationLogProcessor(processor))
+    return processor
 
 
 class _ProcessorFactory:
