@@ -287,3 +287,30 @@ def test_answers_without_brackets_hold_no_default_markers_but_custom_patterns_st
     assert markers("Plain prose (a) 1.") == 0
     assert markers("Cited [a].") == 1
     assert markers("Cited <a>.", SignalOptions(citation_patterns=(r"<(\w+)>",))) == 1
+
+
+def test_the_processor_reads_ended_spans_as_their_public_properties_say() -> None:
+    from types import SimpleNamespace
+
+    from rag_confidence.signals.records import ended_span_attributes, ended_span_has_events
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("plain", attributes={"http.route": "/items", "n": 3}):
+        pass
+    with tracer.start_as_current_span("with events") as span:
+        span.add_event("db.query.result", {"db.query.result.id": "doc-1"})
+    with tracer.start_as_current_span("recording") as recording:
+        recording.set_attribute("rag.answer", True)
+        # A span still recording: its attributes may change, so the public mapping is read.
+        assert ended_span_attributes(recording) == {"rag.answer": True}
+        assert ended_span_has_events(recording) is False
+    for ended in exporter.get_finished_spans():
+        assert ended_span_attributes(ended) == dict(ended.attributes or {})
+        assert ended_span_has_events(ended) == bool(ended.events)
+    # Anything without the SDK's private fields falls back to the public properties.
+    other = SimpleNamespace(attributes=MappingProxyType({"a": 1}), events=("e",))
+    assert ended_span_attributes(other) == {"a": 1}  # type: ignore[arg-type]
+    assert ended_span_has_events(other) is True  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from .. import semconv
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
 from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
-from ..signals.records import EventRecord, SpanRecord
+from ..signals.records import EventRecord, SpanRecord, ended_span_attributes, ended_span_has_events
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
@@ -286,10 +286,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
         context = span.context
         if context is None:
             return span
-        attributes = span.attributes or {}
         parent = span.parent
         local_root = parent is None or parent.is_remote
-        marked = attributes.get(semconv.RAG_ANSWER) is True
+        marked = ended_span_attributes(span).get(semconv.RAG_ANSWER) is True
         if not (local_root or marked):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
@@ -485,11 +484,10 @@ def _may_hold_answer(span: ReadableSpan) -> bool:
     Only spans with one of the hint keys or with events can be either (the rule lives in ``signals``); the
     key check is one C-level pass, so ordinary traffic costs next to nothing here.
     """
-    attributes = span.attributes or {}
-    events = span.events
-    if not events and ANSWER_HINT_KEYS.isdisjoint(attributes):
+    attributes = ended_span_attributes(span)
+    if ANSWER_HINT_KEYS.isdisjoint(attributes) and not ended_span_has_events(span):
         return False
-    return may_hold_answer(attributes, [event.name for event in events])
+    return may_hold_answer(attributes, [event.name for event in span.events])
 
 
 def _already_scored(attributes: Mapping[str, Any]) -> bool:

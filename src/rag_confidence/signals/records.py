@@ -218,6 +218,25 @@ def _frozen_sdk_attributes(attributes: object) -> dict[str, Any] | None:
     return inner if type(inner) is dict else None
 
 
+def ended_span_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """An ended SDK span's attributes, read-only: the SDK's own frozen dict when it can be shared (see
+    :func:`_frozen_sdk_attributes`), else the span's public mapping. Reading a key of the dict costs a
+    fraction of reading it through the SDK's proxy, which matters on paths that run for every span."""
+    frozen = _frozen_sdk_attributes(getattr(span, "_attributes", None))
+    if frozen is not None:
+        return frozen
+    return span.attributes or {}
+
+
+def ended_span_has_events(span: ReadableSpan) -> bool:
+    """Whether an SDK span has events, without the copy of them that its ``events`` property makes (a locked
+    copy of the SDK's list, for every span on the processor's path); the property where that list differs."""
+    try:
+        return len(getattr(span, "_events")) > 0  # noqa: B009 - a private SDK name, read with a fallback
+    except (AttributeError, TypeError):
+        return bool(span.events)
+
+
 def _event_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     frozen = _frozen_sdk_attributes(attributes)
     return frozen if frozen is not None else _copy(attributes)
