@@ -175,3 +175,27 @@ def test_a_failing_log_record_never_reaches_the_application() -> None:
     with pipeline.tracer.start_as_current_span("rag.pipeline"):
         judge(pipeline.logger_provider)
     pipeline.tracer_provider.shutdown()
+
+
+@pytest.mark.parametrize("bad", ["high", float("nan"), float("inf"), [0.9, 0.8], True, -3, 10**30])
+def test_an_unreadable_evaluation_score_is_skipped_and_the_answer_still_scored(bad: Any) -> None:
+    pipeline = make_pipeline("simple")
+    pipeline.logger_provider.add_log_record_processor(EvaluationLogProcessor(pipeline.processor))
+    tracer = pipeline.tracer
+    try:
+        with tracer.start_as_current_span("rag.pipeline"):
+            with tracer.start_as_current_span("retrieve", attributes=retrieval_attributes(DOCS)):
+                pass
+            pipeline.logger_provider.get_logger("judge").emit(
+                event_name=semconv.GEN_AI_EVALUATION_RESULT,
+                attributes={
+                    semconv.GEN_AI_EVALUATION_NAME: "faithfulness",
+                    semconv.GEN_AI_EVALUATION_SCORE_VALUE: bad,
+                },
+            )
+            record_signals(support_level="high", has_conflict=False)
+        attributes = scored(pipeline)
+        assert semconv.RAG_CONFIDENCE_ERROR not in attributes
+        assert_scored_like(attributes, expected())  # as if no judge had spoken
+    finally:
+        pipeline.tracer_provider.shutdown()
