@@ -112,7 +112,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
     Spans are buffered per trace until the answer or the local root ends; then the answer's spans are turned
     into scoring inputs, scored, and the answer span is forwarded as a copy with the ``rag.confidence.*``
     attributes. The metrics and the ``gen_ai.evaluation.result`` log record are recorded in the answer span's
-    context. Answers already scored by ``@scored_answer`` pass through untouched.
+    context. Answers already scored by ``@scored_answer`` pass through untouched. A judge's
+    ``gen_ai.evaluation.result`` log records count for the answer they evaluate when
+    :class:`~rag_confidence.otel.EvaluationLogProcessor` sits on the logger provider it logs through.
 
     Beware:
 
