@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from rag_confidence import semconv
 from rag_confidence.otel import EvaluationLogProcessor, last_scorecard, record_signals, scored_answer
@@ -199,3 +202,80 @@ def test_an_unreadable_evaluation_score_is_skipped_and_the_answer_still_scored(b
         assert_scored_like(attributes, expected())  # as if no judge had spoken
     finally:
         pipeline.tracer_provider.shutdown()
+
+
+# Two requests of one remote trace served here at once (each is a local root), as a fan-out service sees them.
+REMOTE_PARENT = SpanContext(
+    trace_id=0xABC, span_id=0x1, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+)
+
+
+def _remote() -> Context:
+    return trace.set_span_in_context(NonRecordingSpan(REMOTE_PARENT))
+
+
+@pytest.mark.parametrize("kind", ["simple", "batch-background"])
+def test_another_request_of_the_same_trace_ending_first_keeps_this_ones_evaluation(kind: str) -> None:
+    pipeline = make_pipeline(kind)
+    pipeline.logger_provider.add_log_record_processor(EvaluationLogProcessor(pipeline.processor))
+    tracer = pipeline.tracer
+    try:
+        other = tracer.start_span("other.request", context=_remote())
+        with tracer.start_as_current_span("child", context=trace.set_span_in_context(other)):
+            pass
+        mine = tracer.start_span("rag.pipeline", context=_remote())
+        with trace.use_span(mine):
+            judge(pipeline.logger_provider)  # before any span of this request ended
+        other.end()  # releases the trace's buffer (no retrieval in it)
+        pipeline.processor.force_flush()
+        with trace.use_span(mine):
+            with tracer.start_as_current_span("retrieve", attributes=retrieval_attributes(DOCS)):
+                pass
+            record_signals(support_level="high", has_conflict=False)
+        mine.end()
+        assert_scored_like(scored(pipeline), expected(faithfulnessScore=FAITHFULNESS))
+        assert pipeline.processor.stats().pending_traces == 0
+    finally:
+        pipeline.tracer_provider.shutdown()
+
+
+def test_an_evaluation_for_spans_this_processor_never_sees_opens_no_span_buffer() -> None:
+    pipeline = make_pipeline("simple")
+    pipeline.logger_provider.add_log_record_processor(EvaluationLogProcessor(pipeline.processor))
+    elsewhere = make_pipeline("simple")  # another tracer provider, with its own processor
+    try:
+        with elsewhere.tracer.start_as_current_span("elsewhere"):
+            judge(pipeline.logger_provider)
+        stats = pipeline.processor.stats()
+        assert (stats.pending_traces, stats.traces_evicted) == (0, 0)
+    finally:
+        pipeline.tracer_provider.shutdown()
+        elsewhere.tracer_provider.shutdown()
+
+
+def test_with_no_span_buffered_beneath_the_answer_the_decorator_still_reads_record_signals() -> None:
+    pipeline = make_pipeline("simple")  # a live processor whose logger provider holds the judge's verdicts
+    pipeline.logger_provider.add_log_record_processor(EvaluationLogProcessor(pipeline.processor))
+    plain = TracerProvider()  # the decorated function's provider has no ConfidenceSpanProcessor
+    tracer = plain.get_tracer("app")
+
+    def run(with_judge: bool) -> Any:
+        @scored_answer(tracer_provider=plain)
+        def answer() -> str:
+            with tracer.start_as_current_span("step"):
+                record_signals(support_level="high", has_conflict=False, faithfulness_score=0.5)
+                if with_judge:  # a verdict the processor holds for this trace, and no span of it
+                    judge(pipeline.logger_provider, name="answer_relevancy")
+            return "x"
+
+        answer()
+        return last_scorecard()
+
+    try:
+        without, with_judge = run(False), run(True)
+        assert without is not None and with_judge is not None
+        assert "missing-faithfulness" not in [w.code for w in with_judge.meta.warnings]
+        assert [w.code for w in with_judge.meta.warnings] == [w.code for w in without.meta.warnings]
+    finally:
+        pipeline.tracer_provider.shutdown()
+        plain.shutdown()

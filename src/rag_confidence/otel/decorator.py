@@ -197,10 +197,10 @@ def _score(
         answer = _answer_record(span)
         records: list[SpanRecord] = []
         buffered = pending_spans_under(span_context)
-        if buffered is not None:
+        if buffered:
             records.extend(SpanRecord.from_readable_span(child) for child in buffered)
         elif sink.attributes:
-            # No processor holds this trace: the values given to record_signals stand in for the spans.
+            # No processor holds spans beneath it: the values given to record_signals stand in for them.
             records.append(
                 SpanRecord(
                     trace_id=span_context.trace_id,

@@ -46,8 +46,9 @@ class EvaluationLogProcessor(LogRecordProcessor):
     - An evaluation counts only if it is logged *before its answer is scored* (before the answer span ends, or
       the local root with rule (c)), in the context of a span of the answer, as evaluations run inline in the
       pipeline usually are. One logged later (an offline judge) is ignored: the scorecard is already out.
-    - Evaluations are held with the trace's buffered spans and released with them; a trace with no span ended
-      yet gets a buffer only while one of its spans is recording in the log record's context.
+    - Evaluations are held with the trace's buffered spans and released with them. One logged before any span
+      of its trace ended here is held apart (while a span of the trace is recording in the log record's
+      context; at most 1,024 such traces, aged by ``pending_ttl_s``) until one does; it takes no span buffer.
     - Our own ``rag.confidence`` evaluation is never read back.
     - ``on_emit`` never raises into the application.
     """

@@ -48,6 +48,9 @@ _logger = logging.getLogger(__name__)
 _LIVE_PROCESSORS: weakref.WeakSet[ConfidenceSpanProcessor] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
+# Traces with evaluations held before any of their spans was buffered (see ConfidenceSpanProcessor._early).
+_MAX_EARLY_TRACES = 1024
+
 # Failures on the span path are logged with their traceback this many times per processor, then only counted.
 _LOGGED_FAILURES = 5
 
@@ -167,6 +170,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         # Insertion order is creation order, so the oldest trace is always first: eviction is O(1).
         self._pending: OrderedDict[int, _PendingTrace] = OrderedDict()
+        # Evaluations logged in traces none of whose spans is buffered here (yet): kept apart from the span
+        # buffers, so a judge logging for spans this processor never sees costs no buffer and no eviction.
+        # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
+        self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
@@ -205,6 +212,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             self._worker.stop(timeout_s=30.0)
         with self._lock:
             self._pending.clear()
+            self._early.clear()
         self._downstream.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -259,27 +267,35 @@ class ConfidenceSpanProcessor(SpanProcessor):
         span's context, see :class:`~rag_confidence.otel.EvaluationLogProcessor`, which calls this).
 
         Held while the trace is pending here, or, when ``trace_open`` (a span of the trace is still recording),
-        in a new buffer for it; at most ``max_spans_per_trace`` per trace. Returns whether it was held: an
-        evaluation of an answer already scored comes too late.
+        until a span of it ends here (at most 1,024 such traces, and ``pending_ttl_s``); at most
+        ``max_spans_per_trace`` per trace. Returns whether it was held: an evaluation of an answer already
+        scored comes too late.
         """
         with self._lock:
             pending = self._pending.get(trace_id)
-            if pending is None:
-                if not trace_open:
-                    return False
-                now = time.monotonic()
-                self._evict(now)
-                pending = self._pending[trace_id] = _PendingTrace(now)
-            if len(pending.evaluations) >= self._max_spans_per_trace:
+            if pending is not None:
+                held = pending.evaluations
+            else:
+                early = self._early.get(trace_id)
+                if early is None:
+                    if not trace_open:
+                        return False
+                    now = time.monotonic()
+                    self._evict_early(now)
+                    early = self._early[trace_id] = (now, [])
+                held = early[1]
+            if len(held) >= self._max_spans_per_trace:
                 return False
-            pending.evaluations.append((span_id, event))
+            held.append((span_id, event))
             return True
 
     def pending_evaluations(self, trace_id: int) -> Evaluations:
         """The evaluation results held for spans of ``trace_id``, by span id (a copy)."""
         with self._lock:
             pending = self._pending.get(trace_id)
-            return _by_span(pending.evaluations) if pending is not None else {}
+            early = self._early.get(trace_id)
+            held = [*(pending.evaluations if pending is not None else ()), *(early[1] if early else ())]
+        return _by_span(held)
 
     # -- the span path ---------------------------------------------------------------------------------------
 
@@ -393,15 +409,39 @@ class ConfidenceSpanProcessor(SpanProcessor):
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
-                now = time.monotonic()
-                self._evict(now)
-                pending = self._pending[trace_id] = _PendingTrace(now)
+                pending = self._open(trace_id, time.monotonic())
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
                 if may_answer or pending.may_answer is False:
                     pending.may_answer = may_answer
             else:
                 self._counts.spans_unbuffered += 1
+
+    def _open(self, trace_id: int, now: float) -> _PendingTrace:
+        """A new buffer for ``trace_id``, holding the evaluations logged before it opened; lock held."""
+        self._evict(now)
+        pending = self._pending[trace_id] = _PendingTrace(now)
+        early = self._early.pop(trace_id, None)
+        if early is not None:
+            pending.evaluations = early[1]
+        return pending
+
+    def _keep_early(self, trace_id: int, items: list[tuple[int, EventRecord]]) -> None:
+        """Hold evaluations of a trace whose buffer is released (they belong to spans not scored yet, such as
+        another local root of the trace still running); lock held."""
+        if items:
+            now = time.monotonic()
+            self._evict_early(now)
+            self._early[trace_id] = (now, items)
+
+    def _evict_early(self, now: float) -> None:
+        early = self._early
+        deadline = now - self._ttl_s
+        while early:
+            created, _ = next(iter(early.values()))
+            if created > deadline and len(early) < _MAX_EARLY_TRACES:
+                break
+            early.popitem(last=False)
 
     def _evict(self, now: float) -> None:
         # Called with the lock held, once per new trace: amortised O(1).
@@ -427,18 +467,25 @@ class ConfidenceSpanProcessor(SpanProcessor):
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
-                if local_root:
-                    return [], False, False, {}
-                now = time.monotonic()
-                self._evict(now)
-                pending = self._pending[trace_id] = _PendingTrace(now)
+                if local_root:  # nothing of this trace ended beneath it
+                    early = self._early.pop(trace_id, None)
+                    if early is None:
+                        return [], False, False, {}
+                    mine, others = _split(early[1], {span_id})
+                    self._keep_early(trace_id, others)
+                    return [], False, False, _by_span(mine)
+                pending = self._open(trace_id, time.monotonic())
             answered = pending.answered
             if local_root and pending.may_answer is False and not answered:
                 # Nothing in this trace can be scored but a marked root: release all of it without walking the
                 # tree. (Another local root of the same trace, if any, loses buffered spans that held no
-                # retrieval.)
+                # retrieval; evaluations of its spans are kept.)
                 del self._pending[trace_id]
-                return pending.spans, False, False, _by_span(pending.evaluations)
+                ids = {member.context.span_id for member in pending.spans if member.context is not None}
+                ids.add(span_id)
+                mine, others = _split(pending.evaluations, ids)
+                self._keep_early(trace_id, others)
+                return pending.spans, False, False, _by_span(mine)
             members = _subtree(pending.spans, span_id) if pending.spans else []
             if len(members) == len(pending.spans):
                 pending.spans = []
@@ -449,13 +496,14 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if pending.evaluations:
                 ids = {member.context.span_id for member in members if member.context is not None}
                 ids.add(span_id)
-                evaluations = _by_span([item for item in pending.evaluations if item[0] in ids])
-                pending.evaluations = [item for item in pending.evaluations if item[0] not in ids]
+                mine, pending.evaluations = _split(pending.evaluations, ids)
+                evaluations = _by_span(mine)
             if local_root:
                 # Spans left over belong to another local root of the same trace (two requests of one remote
                 # trace served here at once); they keep their buffer until that root ends or the TTL passes.
-                if not pending.spans:  # evaluations of spans not beneath it are released with the trace
+                if not pending.spans:
                     del self._pending[trace_id]
+                    self._keep_early(trace_id, pending.evaluations)
             else:
                 pending.answered = True
             return members, answered, pending.may_answer, evaluations
@@ -528,6 +576,16 @@ def with_evaluations(records: list[SpanRecord], evaluations: Evaluations) -> lis
         else record
         for record in records
     ]
+
+
+def _split(
+    items: list[tuple[int, EventRecord]], span_ids: set[int]
+) -> tuple[list[tuple[int, EventRecord]], list[tuple[int, EventRecord]]]:
+    """The evaluations of ``span_ids``, and the others."""
+    mine = [item for item in items if item[0] in span_ids]
+    if len(mine) == len(items):
+        return mine, []
+    return mine, [item for item in items if item[0] not in span_ids]
 
 
 def _by_span(items: list[tuple[int, EventRecord]]) -> Evaluations:
