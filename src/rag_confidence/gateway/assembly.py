@@ -97,6 +97,9 @@ class AssemblyWindow:
                 self._entries[trace_id] = entry
                 self._bytes += entry.size
                 self._enforce_bounds(evicted)
+            elif not complete:  # one request beyond the byte bound: the incomplete trace cannot be kept
+                self.evictions[EVICTION_MEMORY] += 1
+                evicted[EVICTION_MEMORY] = evicted.get(EVICTION_MEMORY, 0) + 1
         self._report(evicted)
         return assembled
 

@@ -1,0 +1,190 @@
+"""The gateway's assembly window: bounded by traces, age and bytes, every eviction counted, complete traces
+released, safe under concurrent requests; and, through the gateway, the window's metrics.
+
+The window is driven directly (with an injected clock) and through ``Gateway.process`` with real protobuf
+requests and an SDK meter provider; the downstream there is a stand-in that only serializes the request (the
+real OTLP path is tested end to end in tests/test_gateway_resilience.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from rag_confidence import semconv
+from rag_confidence.gateway import AssemblySettings, GatewayConfig
+from rag_confidence.gateway.assembly import (
+    EVICTION_MAX_AGE,
+    EVICTION_MAX_TRACES,
+    EVICTION_MEMORY,
+    AssemblyWindow,
+)
+from rag_confidence.gateway.forward import ForwardResult
+from rag_confidence.gateway.service import Gateway
+from rag_confidence.signals.records import SpanRecord
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def child(trace_id: int, span_id: int = 2) -> SpanRecord:
+    return SpanRecord(trace_id=trace_id, span_id=span_id, parent_span_id=1, name=f"child {span_id}")
+
+
+def root(trace_id: int) -> SpanRecord:
+    return SpanRecord(trace_id=trace_id, span_id=1, parent_span_id=None, name="root")
+
+
+def window(**bounds: Any) -> tuple[AssemblyWindow, Clock, list[tuple[str, int]]]:
+    clock = Clock()
+    reported: list[tuple[str, int]] = []
+    settings = {"max_traces": 100, "max_age": 30.0, "max_bytes": 10_000, **bounds}
+    built = AssemblyWindow(
+        **settings, on_evict=lambda reason, count: reported.append((reason, count)), clock=clock
+    )
+    return built, clock, reported
+
+
+def names(records: list[SpanRecord]) -> list[str]:
+    return [record.name for record in records]
+
+
+def test_a_trace_is_assembled_across_requests_and_released_by_its_root() -> None:
+    built, _, reported = window()
+    assert names(built.assemble(1, [child(1, 2)], size=100)) == ["child 2"]
+    assert names(built.assemble(1, [child(1, 3)], size=100)) == ["child 2", "child 3"]
+    assert (len(built), built.size_bytes) == (1, 200)
+    assert names(built.assemble(1, [root(1)], size=100)) == ["child 2", "child 3", "root"]
+    assert (len(built), built.size_bytes) == (0, 0)  # complete: released, not evicted
+    assert reported == [] and set(built.evictions.values()) == {0}
+
+
+def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None:
+    built, _, reported = window(max_traces=2)
+    built.assemble(1, [child(1)], size=10)
+    built.assemble(2, [child(2)], size=10)
+    built.assemble(1, [child(1, 3)], size=10)  # trace 1 updated: trace 2 is now the oldest
+    built.assemble(3, [child(3)], size=10)
+    assert reported == [(EVICTION_MAX_TRACES, 1)]
+    assert built.evictions[EVICTION_MAX_TRACES] == 1
+    assert names(built.assemble(2, [root(2)], size=10)) == ["root"]  # its earlier spans are gone
+    assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "child 3", "root"]
+
+
+def test_traces_older_than_max_age_since_their_last_span_are_evicted() -> None:
+    built, clock, reported = window(max_age=30.0)
+    built.assemble(1, [child(1)], size=10)
+    clock.now = 20.0
+    built.assemble(2, [child(2)], size=10)
+    clock.now = 31.0  # trace 1 last updated 31 s ago, trace 2 only 11 s ago
+    built.assemble(3, [child(3)], size=10)
+    assert reported == [(EVICTION_MAX_AGE, 1)]
+    assert names(built.assemble(1, [root(1)], size=10)) == ["root"]
+    assert names(built.assemble(2, [root(2)], size=10)) == ["child 2", "root"]
+
+
+def test_the_byte_bound_evicts_oldest_first_and_never_keeps_an_oversized_trace() -> None:
+    built, _, reported = window(max_bytes=250)
+    built.assemble(1, [child(1)], size=200)
+    built.assemble(2, [child(2)], size=200)  # 400 > 250: trace 1 goes
+    assert reported == [(EVICTION_MEMORY, 1)]
+    assert (len(built), built.size_bytes) == (1, 200)
+    # A request larger than the bound is scored with what its trace held, but is not kept itself.
+    assert names(built.assemble(2, [child(2, 3)], size=300)) == ["child 2", "child 3"]
+    assert (len(built), built.size_bytes) == (0, 0)
+    assert reported == [(EVICTION_MEMORY, 1), (EVICTION_MEMORY, 1)]  # an incomplete trace dropped: counted
+    assert built.evictions[EVICTION_MEMORY] == 2
+
+
+def test_concurrent_requests_keep_the_accounting_exact() -> None:
+    built, _, _ = window(max_traces=50, max_bytes=1_000_000)
+    errors: list[BaseException] = []
+
+    def work(offset: int) -> None:
+        try:
+            for index in range(300):
+                trace_id = offset * 1000 + index % 80
+                built.assemble(trace_id, [child(trace_id, index + 2)], size=7)
+                if index % 7 == 0:
+                    built.assemble(trace_id, [root(trace_id)], size=7)
+        except BaseException as error:  # noqa: BLE001 - collected and asserted on
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(offset,)) for offset in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(built) <= 50
+    entries = built._entries.values()  # the invariant under test: bytes held == sum of the entries' sizes
+    assert built.size_bytes == sum(entry.size for entry in entries)
+
+
+# -- through the gateway ---------------------------------------------------------------------------------------
+
+
+class _Downstream:
+    """Accepts every request after serializing it, as an exporter would (a stand-in: no network needed here)."""
+
+    description = "in-memory"
+
+    def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
+        request.SerializeToString()
+        return ForwardResult(True)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _request(trace_id: int, span_id: int, parent: int | None) -> bytes:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.CopyFrom(
+        ProtoSpan(
+            trace_id=trace_id.to_bytes(16, "big"),
+            span_id=span_id.to_bytes(8, "big"),
+            parent_span_id=parent.to_bytes(8, "big") if parent else b"",
+            name="span",
+        )
+    )
+    return request.SerializeToString()
+
+
+def _sum(reader: InMemoryMetricReader, name: str) -> dict[str, float]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    found: dict[str, float] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        key = str(dict(point.attributes or {}).get(semconv.METRIC_ATTR_GATEWAY_REASON, ""))
+                        found[key] = point.value  # type: ignore[union-attr]
+    return found
+
+
+def test_the_gateway_reports_the_windows_traces_and_evictions_as_metrics() -> None:
+    reader = InMemoryMetricReader()
+    config = GatewayConfig(assembly=AssemblySettings(max_age=30.0, max_traces=2))
+    gateway = Gateway(config, _Downstream(), meter_provider=MeterProvider(metric_readers=[reader]))
+    for trace_id in (1, 2, 3, 4):  # children only: each trace waits in the window for its root
+        outcome = gateway.process("grpc", _request(trace_id, 2, 1), "application/x-protobuf", None)
+        assert outcome.error is None
+    assert gateway.window is not None and len(gateway.window) == 2
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS) == {EVICTION_MAX_TRACES: 2}
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 2}
+    gateway.process("grpc", _request(4, 1, None), "application/x-protobuf", None)  # trace 4's root
+    assert len(gateway.window) == 1
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 1}
