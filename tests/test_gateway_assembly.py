@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.metrics import MeterProvider
@@ -25,8 +27,13 @@ from rag_confidence.gateway.assembly import (
     AssemblyWindow,
 )
 from rag_confidence.gateway.forward import ForwardResult
+from rag_confidence.gateway.pipeline import TracePipeline
 from rag_confidence.gateway.service import Gateway
+from rag_confidence.gateway.spans import iter_spans, to_record
+from rag_confidence.otel.answer_scoring import AnswerScorer
+from rag_confidence.signals import find_answers
 from rag_confidence.signals.records import SpanRecord
+from tests.test_gateway_screen import proto_traces
 
 
 class Clock:
@@ -45,14 +52,26 @@ def root(trace_id: int) -> SpanRecord:
     return SpanRecord(trace_id=trace_id, span_id=1, parent_span_id=None, name="root")
 
 
-def window(**bounds: Any) -> tuple[AssemblyWindow, Clock, list[tuple[str, int]]]:
-    clock = Clock()
-    reported: list[tuple[str, int]] = []
-    settings = {"max_traces": 100, "max_age": 30.0, "max_bytes": 10_000, **bounds}
-    built = AssemblyWindow(
-        **settings, on_evict=lambda reason, count: reported.append((reason, count)), clock=clock
-    )
-    return built, clock, reported
+class Window:
+    """The window under test, fed records as the gateway feeds it encoded spans (items are opaque to it)."""
+
+    def __init__(self, **bounds: Any) -> None:
+        self.clock = Clock()
+        self.reported: list[tuple[str, int]] = []
+        settings = {"max_traces": 100, "max_age": 30.0, "max_bytes": 10_000, **bounds}
+        self.window: AssemblyWindow[SpanRecord] = AssemblyWindow(
+            **settings, on_evict=lambda reason, count: self.reported.append((reason, count)), clock=self.clock
+        )
+
+    def assemble(self, trace_id: int, records: list[SpanRecord], size: int, may_answer: bool = False) -> Any:
+        complete = any(record.parent_span_id is None for record in records)
+        assembled, _ = self.window.assemble(trace_id, records, size, complete=complete, may_answer=may_answer)
+        return assembled
+
+
+def window(**bounds: Any) -> tuple[Window, Clock, list[tuple[str, int]]]:
+    built = Window(**bounds)
+    return built, built.clock, built.reported
 
 
 def names(records: list[SpanRecord]) -> list[str]:
@@ -63,10 +82,25 @@ def test_a_trace_is_assembled_across_requests_and_released_by_its_root() -> None
     built, _, reported = window()
     assert names(built.assemble(1, [child(1, 2)], size=100)) == ["child 2"]
     assert names(built.assemble(1, [child(1, 3)], size=100)) == ["child 2", "child 3"]
-    assert (len(built), built.size_bytes) == (1, 200)
+    assert (len(built.window), built.window.size_bytes) == (1, 200)
     assert names(built.assemble(1, [root(1)], size=100)) == ["child 2", "child 3", "root"]
-    assert (len(built), built.size_bytes) == (0, 0)  # complete: released, not evicted
-    assert reported == [] and set(built.evictions.values()) == {0}
+    assert (len(built.window), built.window.size_bytes) == (0, 0)  # complete: released, not evicted
+    assert reported == [] and set(built.window.evictions.values()) == {0}
+
+
+def test_whether_a_trace_may_answer_is_remembered_across_its_requests() -> None:
+    built = AssemblyWindow[str](max_traces=10, max_age=30.0, max_bytes=1_000)
+    assert built.assemble(1, ["http"], 10, complete=False, may_answer=False) == (["http"], False)
+    assert built.assemble(1, ["retrieve"], 10, complete=False, may_answer=True) == (
+        ["http", "retrieve"],
+        True,
+    )
+    # The root holds no retrieval itself; the trace may answer because an earlier request did.
+    assert built.assemble(1, ["root"], 10, complete=True, may_answer=False) == (
+        ["http", "retrieve", "root"],
+        True,
+    )
+    assert len(built) == 0
 
 
 def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None:
@@ -76,7 +110,7 @@ def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None
     built.assemble(1, [child(1, 3)], size=10)  # trace 1 updated: trace 2 is now the oldest
     built.assemble(3, [child(3)], size=10)
     assert reported == [(EVICTION_MAX_TRACES, 1)]
-    assert built.evictions[EVICTION_MAX_TRACES] == 1
+    assert built.window.evictions[EVICTION_MAX_TRACES] == 1
     assert names(built.assemble(2, [root(2)], size=10)) == ["root"]  # its earlier spans are gone
     assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "child 3", "root"]
 
@@ -98,12 +132,12 @@ def test_the_byte_bound_evicts_oldest_first_and_never_keeps_an_oversized_trace()
     built.assemble(1, [child(1)], size=200)
     built.assemble(2, [child(2)], size=200)  # 400 > 250: trace 1 goes
     assert reported == [(EVICTION_MEMORY, 1)]
-    assert (len(built), built.size_bytes) == (1, 200)
+    assert (len(built.window), built.window.size_bytes) == (1, 200)
     # A request larger than the bound is scored with what its trace held, but is not kept itself.
     assert names(built.assemble(2, [child(2, 3)], size=300)) == ["child 2", "child 3"]
-    assert (len(built), built.size_bytes) == (0, 0)
+    assert (len(built.window), built.window.size_bytes) == (0, 0)
     assert reported == [(EVICTION_MEMORY, 1), (EVICTION_MEMORY, 1)]  # an incomplete trace dropped: counted
-    assert built.evictions[EVICTION_MEMORY] == 2
+    assert built.window.evictions[EVICTION_MEMORY] == 2
 
 
 def test_concurrent_requests_keep_the_accounting_exact() -> None:
@@ -126,9 +160,11 @@ def test_concurrent_requests_keep_the_accounting_exact() -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(built) <= 50
-    entries = built._entries.values()  # the invariant under test: bytes held == sum of the entries' sizes
-    assert built.size_bytes == sum(entry.size for entry in entries)
+    assert len(built.window) <= 50
+    entries = (
+        built.window._entries.values()
+    )  # the invariant under test: bytes held == sum of the entries' sizes
+    assert built.window.size_bytes == sum(entry.size for entry in entries)
 
 
 # -- through the gateway ---------------------------------------------------------------------------------------
@@ -188,3 +224,45 @@ def test_the_gateway_reports_the_windows_traces_and_evictions_as_metrics() -> No
     gateway.process("grpc", _request(4, 1, None), "application/x-protobuf", None)  # trace 4's root
     assert len(gateway.window) == 1
     assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 1}
+
+
+# -- the window path scores what the rules find in each trace's spans seen so far ------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto_traces(), st.lists(st.integers(0, 3), min_size=15, max_size=15), st.booleans())
+def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_far(
+    spans: list[ProtoSpan], placement: list[int], with_body: bool
+) -> None:
+    # The spans of three traces spread over four requests, in request order.
+    requests = [ExportTraceServiceRequest() for _ in range(4)]
+    scopes = [request.resource_spans.add().scope_spans.add() for request in requests]
+    for span, where in zip(spans, placement, strict=False):
+        scopes[where].spans.append(span)
+    pipeline = TracePipeline(
+        AnswerScorer(), AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+    )
+    scorer = AnswerScorer()
+    held: dict[int, list[SpanRecord]] = {}  # the reference: every span of a trace since its last root
+    for request in requests:
+        received = list(iter_spans(request))
+        by_trace: dict[int, list[SpanRecord]] = {}
+        for span in received:
+            record = to_record(span)
+            by_trace.setdefault(record.trace_id, []).append(record)
+        expected: dict[tuple[int, int], int] = {}
+        for trace_id, records in by_trace.items():
+            context = [*held.get(trace_id, []), *records]
+            here = {record.span_id for record in records}
+            for group in find_answers(context):
+                if group.answer.span_id in here:
+                    expected[(trace_id, group.answer.span_id)] = scorer.score(group.spans).scorecard.total
+            if any(record.parent_span_id is None for record in records):
+                held.pop(trace_id, None)  # complete: released
+            else:
+                held[trace_id] = context
+        payload = request.SerializeToString() if with_body else None
+        prepared = pipeline.prepare(request, payload)
+        scored = {(item.trace_id, item.span_id): item.scorecard.total for item in prepared.scored}
+        assert scored == expected
+        assert prepared.failed_answers == 0 and prepared.forwarded == len(received)

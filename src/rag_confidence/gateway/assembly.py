@@ -1,14 +1,19 @@
-"""The bounded assembly window: earlier spans of a trace, kept as signal views for later requests.
+"""The bounded assembly window: earlier spans of a trace, kept for later requests of the same trace.
 
 Spans are never held back: every request is forwarded as soon as it is scored, so the upstream's
-acknowledgement always means "handed downstream". What the window keeps is the :class:`SpanRecord` view of
-spans already forwarded, so that when an answer span arrives in a later request than its retrievals (the usual
-order: children end, and are exported, before their parent) it is scored with the whole trace. An answer span
-that arrived *before* its children cannot be enriched afterwards; it was forwarded already.
+acknowledgement always means "handed downstream". What the window keeps is a copy of spans already forwarded
+(their protobuf encodings), so that when an answer span arrives in a later request than its retrievals (the
+usual order: children end, and are exported, before their parent) it is scored with the whole trace. An answer
+span that arrived *before* its children cannot be enriched afterwards; it was forwarded already.
+
+The window also remembers whether any span of a trace so far may make it an answer (a retrieval or a marked
+answer, see :mod:`.screen`): a trace without one cannot be scored yet, so its spans are only kept, never
+turned into records, until one arrives.
 
 Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` seconds since a trace's last span,
-and ``max_bytes`` of the spans' encoded size. Every eviction is counted by reason. A trace whose root span
-(no parent at all) has been seen is complete and released without counting as an eviction.
+and ``max_bytes`` of the spans' encoded size. Every eviction is counted by reason, including an incomplete
+trace dropped because one request of it alone exceeds ``max_bytes``. A trace whose root span (no parent at all)
+has been seen is complete and released without counting as an eviction.
 
 Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
 processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
@@ -22,31 +27,32 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-from ..signals.records import SpanRecord
+from typing import Generic, TypeVar
 
 EVICTION_MAX_TRACES = "max_traces"
 EVICTION_MAX_AGE = "max_age"
 EVICTION_MEMORY = "memory"
 
+Item = TypeVar("Item")
+
 
 @dataclass(slots=True)
-class _Entry:
-    records: list[SpanRecord] = field(default_factory=list)
+class _Entry(Generic[Item]):
+    items: list[Item] = field(default_factory=list)
     size: int = 0
     updated: float = 0.0
+    may_answer: bool = False
 
 
-class AssemblyWindow:
-    """Thread-safe, bounded map of trace id -> span records already seen.
+class AssemblyWindow(Generic[Item]):
+    """Thread-safe, bounded map of trace id -> the spans already seen (items of any kind; the gateway keeps
+    encoded spans), with whether any of them may make the trace an answer.
 
-    >>> window = AssemblyWindow(max_traces=100, max_age=30.0, max_bytes=1 << 20)
-    >>> child = SpanRecord(trace_id=1, span_id=2, parent_span_id=1, name="retrieve")
-    >>> [span.name for span in window.assemble(1, [child], size=100)]
-    ['retrieve']
-    >>> root = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="answer")
-    >>> [span.name for span in window.assemble(1, [root], size=100)]
-    ['retrieve', 'answer']
+    >>> window: AssemblyWindow[str] = AssemblyWindow(max_traces=100, max_age=30.0, max_bytes=1 << 20)
+    >>> window.assemble(1, ["retrieve"], size=100, complete=False, may_answer=True)
+    (['retrieve'], True)
+    >>> window.assemble(1, ["answer"], size=100, complete=True, may_answer=False)
+    (['retrieve', 'answer'], True)
     >>> len(window)  # the root arrived: the trace is complete and released
     0
     """
@@ -65,7 +71,7 @@ class AssemblyWindow:
         self._max_bytes = max_bytes
         self._on_evict = on_evict
         self._clock = clock
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._entries: OrderedDict[int, _Entry[Item]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.evictions: dict[str, int] = {EVICTION_MAX_TRACES: 0, EVICTION_MAX_AGE: 0, EVICTION_MEMORY: 0}
@@ -77,23 +83,28 @@ class AssemblyWindow:
     def size_bytes(self) -> int:
         return self._bytes
 
-    def assemble(self, trace_id: int, records: Sequence[SpanRecord], size: int) -> list[SpanRecord]:
-        """Earlier records of ``trace_id``, then ``records``; remembers ``records`` (``size`` bytes)."""
+    def assemble(
+        self, trace_id: int, items: Sequence[Item], size: int, *, complete: bool, may_answer: bool
+    ) -> tuple[list[Item], bool]:
+        """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
+        ``may_answer``. Remembers ``items`` (``size`` bytes) unless the trace is ``complete`` (its root span
+        arrived)."""
         now = self._clock()
-        complete = any(record.parent_span_id is None for record in records)
         evicted: dict[str, int] = {}
         with self._lock:
             self._expire(now, evicted)
             entry = self._entries.pop(trace_id, None)
-            earlier = entry.records if entry is not None else []
+            earlier = entry.items if entry is not None else []
+            may_answer = may_answer or (entry is not None and entry.may_answer)
             if entry is not None:
                 self._bytes -= entry.size
-            assembled = [*earlier, *records]
+            assembled = [*earlier, *items]
             if not complete and size <= self._max_bytes:
                 entry = entry or _Entry()
-                entry.records = assembled
+                entry.items = assembled
                 entry.size += size
                 entry.updated = now
+                entry.may_answer = may_answer
                 self._entries[trace_id] = entry
                 self._bytes += entry.size
                 self._enforce_bounds(evicted)
@@ -101,7 +112,7 @@ class AssemblyWindow:
                 self.evictions[EVICTION_MEMORY] += 1
                 evicted[EVICTION_MEMORY] = evicted.get(EVICTION_MEMORY, 0) + 1
         self._report(evicted)
-        return assembled
+        return assembled, may_answer
 
     def _expire(self, now: float, evicted: dict[str, int]) -> None:
         while self._entries:

@@ -72,7 +72,7 @@ class TracePipeline:
     ``scorer`` None forwards without scoring (the benchmark's pass-through and the ``--no-scoring`` switch).
     """
 
-    def __init__(self, scorer: AnswerScorer | None, window: AssemblyWindow | None = None) -> None:
+    def __init__(self, scorer: AnswerScorer | None, window: AssemblyWindow[bytes] | None = None) -> None:
         self._scorer = scorer
         self._window = window
 
@@ -81,10 +81,10 @@ class TracePipeline:
         (it lets the screen skip fields no span can pass on, see :mod:`.screen`)."""
         prepared = Prepared(request)
         scorer = self._scorer
-        # Without the window a request is all the gateway sees of a trace, so a trace with no retrieval and no
-        # marked answer holds no answer and needs no records at all. The window may complete such a trace
-        # with spans of a later request, so there every span becomes a record.
-        screen = Screen(payload) if scorer is not None and self._window is None else None
+        # A trace with no retrieval and no marked answer holds no answer and needs no records at all. Without the
+        # window a request is all the gateway sees of a trace; with it, such a trace is remembered (encoded) in
+        # case a later request brings its retrieval.
+        screen = Screen(payload) if scorer is not None else None
         # Every valid span with its trace id (read once: each read of a bytes field copies it out), and where
         # each scope's spans lie among them.
         kept: list[ProtoSpan] = []
@@ -104,34 +104,63 @@ class TracePipeline:
                     prepared.rejected += len(invalid)
                 if len(kept) > first:
                     scopes.append((scope_spans, first, len(kept)))
-        if scorer is None or not kept:
+        if scorer is None or screen is None or not kept:
             return prepared
-        answering: set[bytes] = set()
-        if screen is not None:
-            answering = screen.answering_traces(
-                scopes, kept, trace_ids, by_scope=payload is None or len(scopes) > 1
-            )
-            if not answering:
-                return prepared
-        by_trace: dict[bytes, list[ProtoSpan]] = {}
-        for span, trace_id in zip(kept, trace_ids, strict=True):
-            if screen is None or trace_id in answering:
-                by_trace.setdefault(trace_id, []).append(span)
-        if screen is not None:
+        answering = screen.answering_traces(
+            scopes, kept, trace_ids, by_scope=payload is None or len(scopes) > 1
+        )
+        if self._window is not None:
+            self._score_with_window(scorer, self._window, kept, trace_ids, answering, prepared)
+        elif answering:
             # One pass over all answering traces: find_answers keys spans by (trace, span) id.
-            self._score_trace(scorer, [span for spans in by_trace.values() for span in spans], prepared)
-        else:
-            for trace_spans in by_trace.values():
-                self._score_trace(scorer, trace_spans, prepared)
+            spans = [span for span, trace_id in zip(kept, trace_ids, strict=True) if trace_id in answering]
+            self._score_spans(scorer, spans, prepared)
         return prepared
 
-    def _score_trace(self, scorer: AnswerScorer, spans: Sequence[ProtoSpan], prepared: Prepared) -> None:
+    def _score_with_window(
+        self,
+        scorer: AnswerScorer,
+        window: AssemblyWindow[bytes],
+        kept: Sequence[ProtoSpan],
+        trace_ids: Sequence[bytes],
+        answering: set[bytes],
+        prepared: Prepared,
+    ) -> None:
+        """Score each trace of the request with its spans from earlier requests, once any of them may answer."""
+        by_trace: dict[bytes, list[ProtoSpan]] = {}
+        for span, trace_id in zip(kept, trace_ids, strict=True):
+            by_trace.setdefault(trace_id, []).append(span)
+        for trace_id, spans in by_trace.items():
+            # Kept encoded: one serialization gives the copy and its size, and a trace that never holds a
+            # retrieval (most traffic) never costs records.
+            encoded = [span.SerializeToString() for span in spans]
+            assembled, may_answer = window.assemble(
+                int.from_bytes(trace_id, "big"),
+                encoded,
+                sum(len(item) for item in encoded),
+                complete=any(_is_root(span) for span in spans),
+                may_answer=trace_id in answering,
+            )
+            if may_answer:
+                earlier = assembled[: len(assembled) - len(encoded)]
+                self._score_spans(
+                    scorer,
+                    spans,
+                    prepared,
+                    earlier=[to_record(ProtoSpan.FromString(item)) for item in earlier],
+                )
+
+    def _score_spans(
+        self,
+        scorer: AnswerScorer,
+        spans: Sequence[ProtoSpan],
+        prepared: Prepared,
+        earlier: Sequence[SpanRecord] = (),
+    ) -> None:
+        """Find and score the answers among ``spans`` (with ``earlier`` spans of their trace as context) and
+        enrich their protobuf spans in place."""
         records = [to_record(span) for span in spans]
-        context: list[SpanRecord] = records
-        if self._window is not None:
-            size = sum(span.ByteSize() for span in spans)
-            context = self._window.assemble(records[0].trace_id, records, size)
-        groups = find_answers(context)
+        groups = find_answers([*earlier, *records] if earlier else records)
         if not groups:
             return
         here: dict[tuple[int, int], tuple[ProtoSpan, SpanRecord]] = {}
@@ -161,6 +190,12 @@ class TracePipeline:
 
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
+
+
+def _is_root(span: ProtoSpan) -> bool:
+    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`)."""
+    parent = span.parent_span_id
+    return not parent or parent == _ZERO_SPAN_ID
 
 
 def _keep_valid(spans: list[ProtoSpan], kept: list[ProtoSpan], trace_ids: list[bytes]) -> list[int]:

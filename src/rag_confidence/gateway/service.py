@@ -89,7 +89,7 @@ class Gateway:
         self.metrics = GatewayMetrics(self.meter_provider)
         self.instruments = ConfidenceInstruments(self.meter_provider)
         self.auth = BearerAuth(config.auth_token)
-        self.window: AssemblyWindow | None = None
+        self.window: AssemblyWindow[bytes] | None = None
         if config.assembly.enabled:
             self.window = AssemblyWindow(
                 config.assembly.max_traces,
