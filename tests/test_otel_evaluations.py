@@ -8,6 +8,7 @@ it as an event of that span. Real SDK tracer and logger providers; expected scor
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -279,3 +280,59 @@ def test_with_no_span_buffered_beneath_the_answer_the_decorator_still_reads_reco
     finally:
         pipeline.tracer_provider.shutdown()
         plain.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["simple", "batch-background"])
+def test_sixteen_threads_judging_their_own_answers_at_once(kind: str) -> None:
+    pipeline = make_pipeline(kind)
+    pipeline.logger_provider.add_log_record_processor(EvaluationLogProcessor(pipeline.processor))
+    tracer = pipeline.tracer
+    judge_logger = pipeline.logger_provider.get_logger("judge")
+    threads_count, answers_per_thread = 16, 15
+    barrier = threading.Barrier(threads_count)
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait()
+            for number in range(answers_per_thread):
+                verdict = round(0.2 + 0.7 * ((index + number) % 8) / 7, 3)
+                with tracer.start_as_current_span(f"answer-{index}-{number}") as root:
+                    root.set_attribute("expected.faithfulness", verdict)
+                    with tracer.start_as_current_span("retrieve", attributes=retrieval_attributes(DOCS)):
+                        pass
+                    with tracer.start_as_current_span("generate"):
+                        judge_logger.emit(
+                            event_name=semconv.GEN_AI_EVALUATION_RESULT,
+                            attributes={
+                                semconv.GEN_AI_EVALUATION_NAME: "faithfulness",
+                                semconv.GEN_AI_EVALUATION_SCORE_VALUE: verdict,
+                            },
+                        )
+                    record_signals(support_level="high", has_conflict=False)
+        except BaseException as error:  # noqa: BLE001 - collected: a thread's exception would otherwise vanish
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(threads_count)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        pipeline.tracer_provider.force_flush()
+        assert errors == []
+        answers = [s for s in pipeline.exporter.get_finished_spans() if s.name.startswith("answer-")]
+        assert len(answers) == threads_count * answers_per_thread
+        by_verdict: dict[float, Any] = {}
+        for answer in answers:
+            attributes = dict(answer.attributes or {})
+            verdict = float(attributes["expected.faithfulness"])
+            if verdict not in by_verdict:
+                by_verdict[verdict] = expected(faithfulnessScore=verdict)
+            # Each answer read its own judge's verdict, never another thread's.
+            assert_scored_like(attributes, by_verdict[verdict])
+        stats = pipeline.processor.stats()
+        assert stats.answers_scored == threads_count * answers_per_thread
+        assert (stats.pending_traces, stats.traces_evicted, stats.scoring_failures) == (0, 0, 0)
+    finally:
+        pipeline.tracer_provider.shutdown()
