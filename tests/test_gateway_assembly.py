@@ -266,3 +266,34 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
         scored = {(item.trace_id, item.span_id): item.scorecard.total for item in prepared.scored}
         assert scored == expected
         assert prepared.failed_answers == 0 and prepared.forwarded == len(received)
+
+
+def test_a_retried_request_scores_its_trace_as_if_sent_once() -> None:
+    # The upstream resends a request whose delivery failed; the window has seen its spans already.
+    from tests.test_gateway_screen import _rag_trace
+
+    retrieve, answer = _rag_trace(5)
+    generate = ProtoSpan()
+    generate.CopyFrom(retrieve)
+    generate.span_id = (3).to_bytes(8, "big")
+    del generate.attributes[:]
+    generate.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "LLM"
+    generate.attributes.add(key=semconv.OI_OUTPUT_VALUE).value.string_value = "Refunds within 30 days [1]."
+
+    def scored(sends_of_children: int) -> list[tuple[int, list[str]]]:
+        pipeline = TracePipeline(AnswerScorer(), AssemblyWindow[bytes](100, 3600.0, 1 << 30))
+        for _ in range(sends_of_children):
+            children = ExportTraceServiceRequest()
+            children.resource_spans.add().scope_spans.add().spans.extend([retrieve, generate])
+            pipeline.prepare(children, children.SerializeToString())
+        last = ExportTraceServiceRequest()
+        last.resource_spans.add().scope_spans.add().spans.append(answer)
+        prepared = pipeline.prepare(last, last.SerializeToString())
+        return [
+            (item.scorecard.total, [warning.code for warning in item.scorecard.meta.warnings])
+            for item in prepared.scored
+        ]
+
+    once = scored(1)
+    assert len(once) == 1
+    assert scored(3) == once
