@@ -48,6 +48,20 @@ KEYS = [
     "gen_ai.completion.0.finish_reason",
 ]
 KINDS = ["RETRIEVER", "RERANKER", "LLM", "EVALUATOR", "CHAIN"]
+SAMPLE_TIMESTAMPS = [
+    "2024-05-01",
+    "2024-05-01T10:00:00Z",
+    "2024-05-01T10:00:00z",
+    "2024-05-01T10:00:00+02:00",
+    "2024-05-01 10:00:00.123456",
+    " 2024-05-01T10:00:00Z ",
+    "2024-13-01",
+    "yesterday",
+    1714557600,
+    1714557600123,
+    -1.5,
+    True,
+]
 OPERATIONS = ["retrieval", "vector_db_retrieve", "chat", "text_completion"]
 
 scalars = st.one_of(
@@ -60,20 +74,7 @@ scalars = st.one_of(
         KINDS + OPERATIONS + ["high", "medium", "low", "length", "faithfulness", "[1]", "{", "[]"]
     ),
     # Timestamps as instrumentations write them (and as they should not).
-    st.sampled_from(
-        [
-            "2024-05-01",
-            "2024-05-01T10:00:00Z",
-            "2024-05-01T10:00:00z",
-            "2024-05-01T10:00:00+02:00",
-            "2024-05-01 10:00:00.123456",
-            " 2024-05-01T10:00:00Z ",
-            "2024-13-01",
-            1714557600,
-            1714557600123,
-            -1.5,
-        ]
-    ),
+    st.sampled_from(SAMPLE_TIMESTAMPS),
 )
 json_like = st.recursive(
     scalars,
@@ -201,22 +202,7 @@ def test_fuzzed_spans_never_raise_and_stay_scoreable(records: list[SpanRecord]) 
 
 
 TIMESTAMPS = st.one_of(
-    st.sampled_from(
-        [
-            "2024-05-01",
-            "2024-05-01T10:00:00Z",
-            "2024-05-01T10:00:00z",
-            "2024-05-01T10:00:00+02:00",
-            "2024-05-01 10:00:00.123456",
-            " 2024-05-01T10:00:00Z ",
-            "2024-13-01",
-            "yesterday",
-            1714557600,
-            1714557600123,
-            -1.5,
-            True,
-        ]
-    ),
+    st.sampled_from(SAMPLE_TIMESTAMPS),
     st.datetimes(timezones=st.one_of(st.none(), st.timezones())).map(lambda moment: moment.isoformat()),
     st.integers(min_value=-(2**40), max_value=2**45),
     st.floats(allow_nan=True, allow_infinity=True),
