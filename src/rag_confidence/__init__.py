@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import errors
+from . import errors, models
 from .errors import (
     CalibrationValidationError,
     ConfigValidationError,
@@ -27,7 +27,6 @@ from .scoring import (
     Scorer,
     compute_confidence,
     create_scorer,
-    models,
 )
 from .scoring.calibration import analyze_calibration
 from .scoring.evaluators import (

@@ -6,16 +6,17 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast, overload
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import Span, TracerProvider
+from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from .. import semconv
 from ..scoring.models import ConfidenceScorecard, ScoringConfig
@@ -35,6 +36,7 @@ _logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 SignalsFromResult = Callable[[Any], "Mapping[str, Any] | None"]
 ScoreCallback = Callable[[ConfidenceScorecard, Any], None]
+Finish = Callable[[Span, _SignalSink, Any], None]
 
 _LAST: ContextVar[ConfidenceScorecard | None] = ContextVar("rag_confidence_last_scorecard", default=None)
 # Span ids for records that stand in for spans: 0 (the invalid id) for the ``record_signals`` values when no
@@ -53,8 +55,8 @@ def last_scorecard() -> ConfidenceScorecard | None:
         if card is None or card.recommended_action == "abstain":
             text = "I can't answer that reliably."
 
-    It is None before any scored call, and after a call whose scoring failed. A call run in another task
-    (``asyncio.create_task``) sets it in that task's context only: use ``on_score`` there.
+    It is None before any scored call, after a call that raised, and after a call whose scoring failed. A call
+    run in another task (``asyncio.create_task``) sets it in that task's context only: use ``on_score`` there.
     """
     return _LAST.get()
 
@@ -126,20 +128,25 @@ def scored_answer(
         # ``Class.method`` reads well in a trace view; ``outer.<locals>.inner`` does not.
         span_name = name or function.__qualname__.rpartition("<locals>.")[2]
 
+        def open_answer() -> tuple[Span, bool]:
+            """The answer span, and whether this call opened it (and so ends it)."""
+            current = trace.get_current_span()
+            if adopt_current_span and current.is_recording():
+                current.set_attribute(semconv.RAG_ANSWER, True)
+                return current, False
+            return tracer.start_span(span_name, attributes={semconv.RAG_ANSWER: True}), True
+
         @contextmanager
         def answer_scope() -> Iterator[tuple[Span, _SignalSink]]:
             sink = _SignalSink()
             token = _SINK.set(sink)
             try:
-                current = trace.get_current_span()
-                if adopt_current_span and current.is_recording():
-                    current.set_attribute(semconv.RAG_ANSWER, True)
-                    yield current, sink
-                else:
-                    with tracer.start_as_current_span(
-                        span_name, attributes={semconv.RAG_ANSWER: True}
-                    ) as span:
+                span, opened = open_answer()
+                if opened:
+                    with trace.use_span(span, end_on_exit=True):
                         yield span, sink
+                else:
+                    yield span, sink
             finally:
                 _SINK.reset(token)
 
@@ -152,6 +159,13 @@ def scored_answer(
                 except Exception:
                     _logger.exception("rag-confidence: the on_score callback raised")
 
+        if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+            stream = _Stream(open_answer, finish)
+            wrapped = (
+                stream.wrap_async(function) if inspect.isasyncgenfunction(function) else stream.wrap(function)
+            )
+            return cast(F, wrapped)
+
         if inspect.iscoroutinefunction(function):
 
             @functools.wraps(function)
@@ -160,7 +174,7 @@ def scored_answer(
                     try:
                         result = await function(*args, **kwargs)
                     except BaseException:
-                        _unmark(span)
+                        _failed(span)
                         raise
                     finish(span, sink, result)
                     return result
@@ -173,7 +187,7 @@ def scored_answer(
                 try:
                     result = function(*args, **kwargs)
                 except BaseException:
-                    _unmark(span)
+                    _failed(span)
                     raise
                 finish(span, sink, result)
                 return result
@@ -199,8 +213,9 @@ def _score(
         buffered = pending_spans_under(span_context)
         if buffered:
             records.extend(SpanRecord.from_readable_span(child) for child in buffered)
-        elif sink.attributes:
-            # No processor holds spans beneath it: the values given to record_signals stand in for them.
+        if sink.attributes:
+            # Every record_signals value of this call, latest last, after the spans beneath (so it wins over
+            # them): some may have gone to spans no processor saw (another provider's, a non-recording one).
             records.append(
                 SpanRecord(
                     trace_id=span_context.trace_id,
@@ -223,8 +238,12 @@ def _score(
         if span.is_recording():
             span.set_attribute(semconv.RAG_CONFIDENCE_ERROR, type(error).__name__)
         return None
-    # Headline last: a span at its attribute limit evicts the oldest attribute for each new one.
-    span.set_attributes(dict(reversed(list(scored.attributes.items()))))
+    # Headline last: a span at its attribute limit evicts the oldest attribute for each new one. The answer
+    # mark is set again after them all, so it is never the one evicted (the processor would then score the
+    # span a second time, without this call's signals(result)).
+    attributes = dict(reversed(list(scored.attributes.items())))
+    attributes[semconv.RAG_ANSWER] = True
+    span.set_attributes(attributes)
     context = trace.set_span_in_context(span)
     try:
         instruments.record(scored.scorecard, scored.duration_s, context)
@@ -235,10 +254,128 @@ def _score(
     return scored.scorecard
 
 
-def _unmark(span: Span) -> None:
-    # A call that raised produced no answer: unmarked, the processor does not score it as one either.
+def _failed(span: Span) -> None:
+    # A call that raised produced no answer: declined (rag.answer = false), the processor does not score it, nor
+    # its trace's root for the retrieval the call made. Nor is an earlier call's scorecard left to gate on.
     if span.is_recording():
         span.set_attribute(semconv.RAG_ANSWER, False)
+    _LAST.set(None)
+
+
+class _Stream:
+    """Generator functions (a streamed answer): the whole iteration is the answer, scored once exhausted.
+
+    The answer span and the ``record_signals`` sink are current only while the generator's own code runs,
+    step by step, never in the consumer's code between items: the consumer's spans do not land under the
+    answer, and a stream closed from another context (garbage collection, say) has nothing to detach. A
+    stream that raises, or is closed before its end, is not scored (as a call that raises).
+    """
+
+    def __init__(self, open_answer: Callable[[], tuple[Span, bool]], finish: Finish) -> None:
+        self._open_answer = open_answer
+        self._finish = finish
+
+    def _start(self) -> tuple[Span, bool, otel_context.Context, _SignalSink]:
+        span, opened = self._open_answer()
+        return span, opened, trace.set_span_in_context(span), _SignalSink()
+
+    def wrap(
+        self, function: Callable[..., Generator[Any, Any, Any]]
+    ) -> Callable[..., Generator[Any, Any, Any]]:
+        stream = self
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            span, opened, context, sink = stream._start()
+            try:
+                with _current(context, sink):
+                    inner = function(*args, **kwargs)
+                sent: Any = None
+                thrown: BaseException | None = None
+                while True:
+                    with _current(context, sink):
+                        try:
+                            item = inner.send(sent) if thrown is None else inner.throw(thrown)
+                        except StopIteration as stop:
+                            result = stop.value
+                            break
+                    thrown = None
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        with _current(context, sink):
+                            inner.close()
+                        raise
+                    except BaseException as error:  # thrown in by the consumer: the generator's to handle
+                        thrown = error
+                with _current(context, sink):
+                    stream._finish(span, sink, result)
+            except BaseException as error:
+                _stream_failed(span, error)
+                raise
+            finally:
+                if opened:
+                    span.end()
+            return result
+
+        return wrapper
+
+    def wrap_async(
+        self, function: Callable[..., AsyncGenerator[Any, Any]]
+    ) -> Callable[..., AsyncGenerator[Any, Any]]:
+        stream = self
+
+        @functools.wraps(function)
+        async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+            span, opened, context, sink = stream._start()
+            try:
+                with _current(context, sink):
+                    inner = function(*args, **kwargs)
+                sent: Any = None
+                thrown: BaseException | None = None
+                while True:
+                    with _current(context, sink):
+                        try:
+                            item = await (inner.asend(sent) if thrown is None else inner.athrow(thrown))
+                        except StopAsyncIteration:
+                            break
+                    thrown = None
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        with _current(context, sink):
+                            await inner.aclose()
+                        raise
+                    except BaseException as error:
+                        thrown = error
+                with _current(context, sink):
+                    stream._finish(span, sink, None)  # an async generator returns no value
+            except BaseException as error:
+                _stream_failed(span, error)
+                raise
+            finally:
+                if opened:
+                    span.end()
+
+        return wrapper
+
+
+@contextmanager
+def _current(context: otel_context.Context, sink: _SignalSink) -> Iterator[None]:
+    token = otel_context.attach(context)
+    sink_token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(sink_token)
+        otel_context.detach(token)
+
+
+def _stream_failed(span: Span, error: BaseException) -> None:
+    _failed(span)
+    if isinstance(error, Exception) and span.is_recording():  # as use_span records a plain call's error
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
 
 
 def _answer_record(span: Span) -> SpanRecord:

@@ -336,10 +336,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
         members, answered_before, may_answer, evaluations = self._take(
             context.trace_id, context.span_id, local_root=local_root
         )
-        if marked and _already_scored(span.attributes or {}):
+        if _already_scored(ended_span_attributes(span)):
+            # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
+            # full attribute table evicted its rag.answer mark.
             with self._lock:
                 self._counts.answers_already_scored += 1
-            return span  # scored by @scored_answer before it ended: metrics and event are recorded already
+            return span
         if (
             may_answer is None
         ):  # buffered unscreened (background scoring): screen them now, off the app thread
@@ -624,7 +626,8 @@ def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]
 
 
 class _EnrichedSpan(ReadableSpan):
-    """A copy of an ended span with more attributes; keeps the original's dropped-attribute count."""
+    """A copy of an ended span with more attributes; keeps the original's dropped attribute, event and link
+    counts (the SDK reads them off its bounded containers, which a copy built from plain values lacks)."""
 
     def __init__(self, original: ReadableSpan, attributes: Mapping[str, AttributeValue]) -> None:
         super().__init__(
@@ -641,11 +644,23 @@ class _EnrichedSpan(ReadableSpan):
             end_time=original.end_time,
             instrumentation_scope=original.instrumentation_scope,
         )
-        self._original_dropped_attributes = original.dropped_attributes
+        self._original_dropped = (
+            original.dropped_attributes,
+            original.dropped_events,
+            original.dropped_links,
+        )
 
     @property
     def dropped_attributes(self) -> int:
-        return self._original_dropped_attributes
+        return self._original_dropped[0]
+
+    @property
+    def dropped_events(self) -> int:
+        return self._original_dropped[1]
+
+    @property
+    def dropped_links(self) -> int:
+        return self._original_dropped[2]
 
 
 def _copy_with(span: ReadableSpan, extra: Mapping[str, AttributeValue]) -> ReadableSpan:

@@ -118,8 +118,10 @@ def record_signals(**signals: Any) -> bool:
     span = trace.get_current_span()
     if not span.is_recording():
         if sink is None:
-            _logger.debug(
-                "record_signals: no recording span is current; %d signal(s) not recorded", len(attributes)
+            _log_unrecorded(
+                "record_signals: no recording span is current; %d signal(s) not recorded (see the "
+                "record_signals docstring for where to call it)",
+                len(attributes),
             )
         return sink is not None
     span.set_attributes(attributes)
@@ -139,7 +141,7 @@ def mark_answer(span: trace.Span | None = None) -> bool:
     """
     target = span if span is not None else trace.get_current_span()
     if not target.is_recording():
-        _logger.debug("mark_answer: the span is not recording; nothing marked")
+        _log_unrecorded("mark_answer: the span is not recording; nothing marked")
         return False
     target.set_attribute(semconv.RAG_ANSWER, True)
     return True
@@ -150,9 +152,33 @@ def _attribute_value(value: Any) -> AttributeValue:
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
         return [str(item) for item in value]
+    # Evaluators hand out numpy (or torch) scalars: np.float32(0.91), np.bool_(True). Their item() is the
+    # Python value; an array of several items refuses, and gets the error below.
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            plain = item()
+        except (TypeError, ValueError):
+            plain = None
+        if isinstance(plain, (str, bool, int, float)):
+            return plain
     raise TypeError(
         f"record_signals: {type(value).__name__} is no attribute value (str, bool, number, list of str)"
     )
+
+
+_warned_once = False
+
+
+def _log_unrecorded(message: str, *args: Any) -> None:
+    """The first no-op of the process as a warning (a misplaced call shows in default logging), the rest at
+    debug (an unsampled request makes every call a no-op; a warning each would flood the log)."""
+    global _warned_once
+    if _warned_once:
+        _logger.debug(message, *args)
+    else:
+        _warned_once = True
+        _logger.warning(message + "; later ones are logged at debug level", *args)
 
 
 def _snake(name: str) -> str:

@@ -6,9 +6,13 @@ Rules, in order:
 (c) otherwise, a *local root* (no parent, a remote parent, or a parent not among the spans given) whose
     subtree holds a retrieval span and no marked answer is an answer.
 
-Every span belongs to the innermost answer above it (itself included); spans with no answer above them belong
-to none. Two marked answers in one trace give two groups, and spans under a nested answer belong to the nested
-one only.
+A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
+would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
+(c) for the retrieval it made before failing).
+
+Every span belongs to the innermost answer (or declined span) above it, itself included; spans with no answer
+above them belong to none. Two marked answers in one trace give two groups, and spans under a nested answer
+belong to the nested one only.
 """
 
 from __future__ import annotations
@@ -64,6 +68,11 @@ RESULT_EVENT_NAMES: frozenset[str] = frozenset({semconv.DB_QUERY_RESULT, semconv
 def is_marked_answer(span: SpanRecord) -> bool:
     """True when the span carries ``rag.answer = true`` (the decorator and ``mark_answer()`` set it)."""
     return span.attributes.get(semconv.RAG_ANSWER) is True
+
+
+def is_declined_answer(span: SpanRecord) -> bool:
+    """True when the span carries ``rag.answer = false``: explicitly no answer, for its whole subtree."""
+    return span.attributes.get(semconv.RAG_ANSWER) is False
 
 
 def is_retrieval_span(span: SpanRecord) -> bool:
@@ -169,7 +178,8 @@ def _trace_answers(
         if span.span_id not in by_id:
             by_id[span.span_id] = span
 
-    # Owner of each span: the innermost marked answer on its ancestor path (itself included), else its root.
+    # Owner of each span: the innermost marked answer or declined span on its ancestor path (itself
+    # included), else its root.
     owner: dict[int, tuple[SpanRecord, bool]] = {}
     seen: set[int] = set()  # reused by every _resolve call
     members: dict[int, list[SpanRecord]] = {}
@@ -185,8 +195,9 @@ def _trace_answers(
         else:
             listed.append(span)
         if marked:
-            answers[answer_id] = (answer, "marked")
-            root_has_marked.add(_root_id(answer, by_id, seen))
+            if is_marked_answer(answer):  # else declined: its subtree makes no answer at all
+                answers[answer_id] = (answer, "marked")
+                root_has_marked.add(_root_id(answer, by_id, seen))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
 
@@ -247,7 +258,8 @@ def _resolve(
         seen.add(span_id)
         path.append(span_id)
         last = current
-        if is_marked_answer(current):
+        claim = current.attributes.get(semconv.RAG_ANSWER)
+        if claim is True or claim is False:  # a marked answer, or a declined one (claims its subtree too)
             found = (current, True)
             break
         current = _parent_of(current, by_id)
