@@ -271,3 +271,69 @@ def test_installed_but_not_selected_the_configurator_changes_nothing(
     wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
     assert semconv.RAG_CONFIDENCE_TOTAL not in attributes(servicer.spans()["answer"].attributes)
     assert servicer.log_records() == []
+
+
+def test_configure_from_env_twice_keeps_the_first_setup_and_scores_once(
+    receiver: tuple[Receiver, int],
+) -> None:
+    servicer, port = receiver
+    program = (
+        "from rag_confidence.otel import configure_from_env\n"
+        "telemetry = configure_from_env()\n"
+        "again = configure_from_env({'preset': 'production-v0.3'})\n"
+        "assert again is telemetry, 'the second call returns the first setup'\n"
+    )
+    program += APP + "telemetry.shutdown()\n"
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=otlp_env(port), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "configure_from_env was called again" in result.stderr
+    assert_scored_over_otlp(servicer)  # one event, one scored answer: not scored twice
+
+
+def test_configure_from_env_after_another_tracer_provider_raises_a_clear_error() -> None:
+    program = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from rag_confidence.errors import TelemetrySetupError\n"
+        "from rag_confidence.otel import configure_from_env\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "try:\n"
+        "    configure_from_env()\n"
+        "except TelemetrySetupError as error:\n"
+        "    print(error)\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "a global tracer provider is set already (TracerProvider)" in result.stdout
+    assert "add_span_processor(ConfidenceSpanProcessor(" in result.stdout
+
+
+def test_zero_code_with_a_bad_scoring_config_still_exports_telemetry_unscored(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    servicer, port = receiver
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    result = subprocess.run(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+        env=otlp_env(
+            port,
+            OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME,
+            RAG_CONFIDENCE_CONFIG=str(tmp_path / "missing.json"),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "missing.json" in result.stderr and "WITHOUT confidence scoring" in result.stderr
+    wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
+    assert semconv.RAG_CONFIDENCE_TOTAL not in attributes(servicer.spans()["answer"].attributes)

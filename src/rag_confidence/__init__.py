@@ -20,6 +20,7 @@ from .errors import (
     ConfigValidationError,
     InputValidationError,
     RagConfidenceError,
+    TelemetrySetupError,
 )
 from .scoring import (
     ALGORITHM_VERSION,
@@ -68,6 +69,7 @@ __all__ = [
     "InputValidationError",
     "RagConfidenceError",
     "Scorer",
+    "TelemetrySetupError",
     "analyze_calibration",
     "compute_confidence",
     "configure_from_env",

@@ -30,9 +30,15 @@ class CalibrationValidationError(RagConfidenceError):
     """Samples or bands passed to :func:`analyze_calibration` are invalid."""
 
 
+class TelemetrySetupError(RagConfidenceError):
+    """:func:`~rag_confidence.otel.configure_from_env` cannot install its providers (another global tracer
+    provider is set already)."""
+
+
 __all__ = [
     "CalibrationValidationError",
     "ConfigValidationError",
     "InputValidationError",
     "RagConfidenceError",
+    "TelemetrySetupError",
 ]

@@ -20,9 +20,11 @@ from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import ProxyTracerProvider
 
 from .. import semconv
-from ..errors import ConfigValidationError
+from ..errors import ConfigValidationError, TelemetrySetupError
+from ..scoring import create_scorer
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
@@ -97,7 +99,18 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
             super()._configure(**kwargs)  # type: ignore[no-untyped-call]
             return
         options = {"background_scoring": _flag(ENV_BACKGROUND_SCORING)}
-        _configure_sdk(self, _ProcessorFactory(config=_config_from_env(), options=options), kwargs)
+        try:
+            config = _config_from_env()
+            create_scorer(config)  # a bad config fails here, before any provider is set up
+        except ConfigValidationError as error:
+            # Telemetry must not be lost to a scoring config mistake: set it up, without scoring.
+            _logger.error(
+                "rag-confidence: %s; traces, metrics and logs are set up WITHOUT confidence scoring", error
+            )
+            _default_exporters(kwargs)
+            super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+            return
+        _configure_sdk(self, _ProcessorFactory(config=config, options=options), kwargs)
 
 
 def configure_from_env(
@@ -110,7 +123,9 @@ def configure_from_env(
 
     ``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_METRIC_EXPORT_INTERVAL``, ... all apply; each ``OTEL_*_EXPORTER``
-    defaults to ``otlp``. The providers become the global ones (call this once, at startup). ``config`` and
+    defaults to ``otlp``. The providers become the global ones: call this once, at startup, before anything
+    sets a global tracer provider (else :class:`~rag_confidence.errors.TelemetrySetupError`; a second call
+    returns the first call's setup). ``config`` and
     ``processor_options`` go to :class:`ConfidenceSpanProcessor`; evaluators' ``gen_ai.evaluation.result`` log
     records on the logger provider are read for their answers (:class:`~rag_confidence.otel.EvaluationLogProcessor`)::
 
@@ -118,24 +133,48 @@ def configure_from_env(
         ...  # serve requests
         telemetry.shutdown()
     """
+    global _installed
+    current = trace.get_tracer_provider()
+    if _installed is not None and current is _installed.tracer_provider:
+        _logger.warning(
+            "rag-confidence: configure_from_env was called again; the first call's setup stays in place "
+            "(a second one would score every answer twice)"
+        )
+        return _installed
+    if not isinstance(current, ProxyTracerProvider):
+        # The SDK would refuse to replace it with only a log line, and nothing would be scored.
+        raise TelemetrySetupError(
+            f"a global tracer provider is set already ({type(current).__name__}): call configure_from_env "
+            "before anything sets one, or add the processor to yours: "
+            "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
+        )
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=processor_options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
     processor = _configure_sdk(configurator, factory, {})
-    return Telemetry(
+    _installed = Telemetry(
         tracer_provider=trace.get_tracer_provider(),
         meter_provider=metrics.get_meter_provider(),
         logger_provider=_logs.get_logger_provider(),
         processor=processor,
     )
+    return _installed
+
+
+_installed: Telemetry | None = None
+
+
+def _default_exporters(kwargs: dict[str, Any]) -> None:
+    """Each ``OTEL_*_EXPORTER`` left unset means ``otlp``, as with ``opentelemetry-distro``."""
+    for signal, variable in _EXPORTER_ENVS.items():
+        key = f"{_singular(signal)}_exporter_names"
+        if not os.environ.get(variable, "").strip() and key not in kwargs:
+            kwargs[key] = [_OTLP]
 
 
 def _configure_sdk(
     configurator: _OTelSDKConfigurator, factory: _ProcessorFactory, kwargs: dict[str, Any]
 ) -> ConfidenceSpanProcessor | None:
-    for signal, variable in _EXPORTER_ENVS.items():
-        key = f"{_singular(signal)}_exporter_names"
-        if not os.environ.get(variable, "").strip() and key not in kwargs:
-            kwargs[key] = [_OTLP]
+    _default_exporters(kwargs)
     kwargs["export_span_processor"] = factory
     # The SDK's own environment setup, bypassing only our selection check above.
     _OTelSDKConfigurator._configure(configurator, **kwargs)  # type: ignore[no-untyped-call]
