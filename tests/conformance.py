@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 CASES_PATH = Path(__file__).parent / "fixtures" / "conformance" / "cases.jsonl"
+# Cases recorded later from the same reference, for divergences a randomized differential run found.
+EXTRA_CASES_PATH = CASES_PATH.with_name("extra-cases.jsonl")
 DATE_KEYS = ("lastUpdated", "now")
 # Free text: a port words these its own way.
 FREE_TEXT = {"actionReason", "explanation", "message"}
@@ -30,11 +32,17 @@ def _dates(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def load_cases() -> list[dict[str, Any]]:
+def _js_number(text: str) -> int | float:
+    # JavaScript writes every number from a double: past 2**53 its digits name a double, not an exact integer.
+    value = int(text)
+    return value if abs(value) <= 2**53 else float(text)
+
+
+def load_cases(path: Path = CASES_PATH) -> list[dict[str, Any]]:
     cases = []
-    for line in CASES_PATH.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            case = json.loads(line, object_hook=_floats)
+            case = json.loads(line, object_hook=_floats, parse_int=_js_number)
             case["args"] = _dates(case["args"])
             case["expected"] = _dates(case["expected"])
             cases.append(case)

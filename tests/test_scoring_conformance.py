@@ -9,9 +9,9 @@ import pytest
 import rag_confidence
 from rag_confidence import errors
 from rag_confidence.scoring.serialize import to_reference_dict
-from tests.conformance import diff, load_cases
+from tests.conformance import EXTRA_CASES_PATH, diff, load_cases
 
-CASES = load_cases()
+CASES = load_cases() + load_cases(EXTRA_CASES_PATH)
 
 _FUNCTIONS = {
     "computeConfidence": "compute_confidence",

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rag_confidence import compute_confidence, create_scorer
+from rag_confidence import compute_confidence, create_scorer, merge_evaluation_signals
 from rag_confidence.errors import InputValidationError
 from rag_confidence.scoring.api import plain_inputs
 from rag_confidence.scoring.models import ScoringInputs
@@ -297,6 +297,10 @@ def test_wrong_types_name_the_field_path(inputs: dict[str, Any], path: str) -> N
         compute_confidence(inputs)
     assert caught.value.path == path
     assert str(caught.value).startswith(path)
+    # merge_evaluation_signals reads the same inputs and fails the same typed way (not with pydantic's error).
+    with pytest.raises(InputValidationError) as merged:
+        merge_evaluation_signals(inputs, {"faithfulnessScore": 0.9})
+    assert merged.value.path == path
 
 
 def test_snake_case_and_iso_dates_are_accepted() -> None:

@@ -225,7 +225,8 @@ def test_answers_of_interleaved_traces_are_those_of_each_trace_in_input_order() 
         return [
             SpanRecord(trace_id, 1, None, "root", {}),
             SpanRecord(trace_id, 2, 1, "retrieve", {"openinference.span.kind": "RETRIEVER"}),
-            SpanRecord(trace_id, 3, 1, "answer", {"rag.answer": marked}),
+            # Unmarked: no rag.answer at all (rag.answer = false would decline the subtree).
+            SpanRecord(trace_id, 3, 1, "answer", {"rag.answer": True} if marked else {}),
             SpanRecord(trace_id, 4, 3, "retrieve", {"openinference.span.kind": "RETRIEVER"}),
         ]
 

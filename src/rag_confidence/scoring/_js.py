@@ -16,16 +16,64 @@ Number = int | float
 
 NAN = math.nan
 INF = math.inf
+# 2**52: from here on every double is an integer.
+_INTEGRAL_FLOATS = 4503599627370496.0
+# Largest array index of JavaScript, 2**32 - 2: such keys come first in an object's key order.
+_MAX_ARRAY_INDEX = 4294967294
+# Members every JavaScript object inherits. The reference looks method thresholds up by plain property
+# access, so a method named like one of them finds the inherited member instead of the default threshold.
+JS_INHERITED_MEMBERS = frozenset(
+    {
+        "__proto__",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+        "constructor",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+    }
+)
+
+
+def js_key_order(keys: list[str]) -> list[str]:
+    """Keys in the order a JavaScript object lists them: array indices ("0", "7", "12") ascending first,
+    then the other keys in insertion order.
+
+    >>> js_key_order(["b", "10", "a", "2"])
+    ['2', '10', 'b', 'a']
+    """
+    indices: list[tuple[int, str]] = []
+    names: list[str] = []
+    for key in keys:
+        if (
+            key.isdecimal()
+            and key.isascii()
+            and (key == "0" or key[0] != "0")
+            and int(key) <= _MAX_ARRAY_INDEX
+        ):
+            indices.append((int(key), key))
+        else:
+            names.append(key)
+    if not indices:
+        return names
+    indices.sort()
+    return [key for _, key in indices] + names
 
 
 def js_round(value: Number) -> Number:
     """``Math.round``: nearest integer, halves towards +infinity; NaN and infinities pass through."""
     if type(value) is int:
         return value
-    try:
-        floor = math.floor(value)
-    except (ValueError, OverflowError):  # NaN, +-infinity
+    if not -_INTEGRAL_FLOATS < value < _INTEGRAL_FLOATS:
+        # NaN, infinities, and doubles so large that they are integers already. Returned as the double, as
+        # JavaScript holds it: an int here would make later sums exact where the reference's round.
         return value
+    floor = math.floor(value)
     # Comparing the remainder (exact in binary) avoids the 0.49999999999999994 + 0.5 == 1.0 trap.
     return floor + 1 if value - floor >= 0.5 else floor
 

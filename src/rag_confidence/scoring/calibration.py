@@ -56,7 +56,9 @@ def analyze_calibration(
                 path=f"samples[{index}].total",
             )
     bands = _resolve_bands(settings.get("bands"))
-    positive = frozenset(settings.get("positiveOutcomes") or DEFAULT_POSITIVE_OUTCOMES)
+    outcomes = settings.get("positiveOutcomes")
+    # Only an absent list means the default: an empty one counts no outcome as positive.
+    positive = frozenset(DEFAULT_POSITIVE_OUTCOMES if outcomes is None else outcomes)
 
     positives = sum(1 for sample in plain if sample["outcome"] in positive)
     summaries = [_summarize_band(plain, band, positive) for band in bands]

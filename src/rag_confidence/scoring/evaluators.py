@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import InputValidationError
 from ._plain import compile_model
+from .api import plain_inputs
 from .models import ClaimSupport, EvaluationSignalMergeResult, ExternalEvaluationSignals, ScoringInputs
 
 MERGED_FIELDS = (
@@ -113,7 +114,11 @@ def merge_evaluation_signals(
     A field given as ``None`` explicitly counts as given, as ``null`` does in the reference. The result's
     ``warnings`` list is always empty (kept for the reference's shape).
     """
-    model = inputs if isinstance(inputs, ScoringInputs) else ScoringInputs.model_validate(inputs)
+    if isinstance(inputs, ScoringInputs):
+        model = inputs
+    else:
+        plain_inputs(inputs)  # wrong types raise InputValidationError naming the field, as compute does
+        model = ScoringInputs.model_validate(inputs)
     extra = (
         signals
         if isinstance(signals, ExternalEvaluationSignals)
@@ -126,7 +131,10 @@ def merge_evaluation_signals(
         value = getattr(extra, field)
         if value is not None:
             update[field] = (
-                ClaimSupport.model_validate(value.model_dump()) if field == "claim_support" else value
+                # Only the counts the evaluator gave: the reference passes its object through as it is.
+                ClaimSupport.model_validate(value.model_dump(exclude_unset=True))
+                if field == "claim_support"
+                else value
             )
     merged = model.model_copy(update=update)
     return EvaluationSignalMergeResult(inputs=merged, warnings=[])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigValidationError, InputValidationError
-from ._js import is_finite, is_integer
+from ._js import is_finite, is_integer, js_key_order
 from .dimensions._shared import DOCUMENTS_SILENT_TEXT, MISSING_CANDIDATES_TEXT, MISSING_RELEVANCE_TEXT
 from .dimensions.grounding import claim_counts_valid
 from .dimensions.relevance import DEFAULT_BANDS as RELEVANCE_BANDS
@@ -65,8 +65,9 @@ def _validate_retrieval(retrieval: dict[str, Any] | None) -> None:
     threshold = retrieval.get("defaultMethodThreshold")
     if threshold is not None and not is_finite(threshold):
         raise _fail("retrieval.defaultMethodThreshold", "must be finite.")
-    for method, value in (retrieval.get("methodThresholds") or {}).items():
-        if not is_finite(value):
+    thresholds = retrieval.get("methodThresholds") or {}
+    for method in js_key_order(list(thresholds)):  # the first bad one in the reference's key order
+        if not is_finite(thresholds[method]):
             raise _fail(f"retrieval.methodThresholds.{method}", "must be finite.")
     duplicate = retrieval.get("duplicateContent")
     if duplicate is not None:
@@ -153,15 +154,18 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
                     f"candidates[{index}].combinedScore",
                 )
             )
-        for method, score in candidate["retrievalScores"].items():
-            if not 0 <= score <= 1:
-                found.append(
-                    warning(
-                        OUT_OF_RANGE,
-                        "Retrieval method scores should be finite numbers within 0..1.",
-                        f"candidates[{index}].retrievalScores.{method}",
-                    )
+        scores = candidate["retrievalScores"]
+        out_of_range = [method for method, score in scores.items() if not 0 <= score <= 1]
+        if len(out_of_range) > 1:
+            out_of_range = js_key_order(out_of_range)  # warnings in the reference's key order
+        for method in out_of_range:
+            found.append(
+                warning(
+                    OUT_OF_RANGE,
+                    "Retrieval method scores should be finite numbers within 0..1.",
+                    f"candidates[{index}].retrievalScores.{method}",
                 )
+            )
     claims = inputs.get("claimSupport")
     if claims is not None:
         problem = claim_counts_valid(claims)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._js import Number, clamp, is_integer, js_min, round_to, slice_end, to_fixed
+from .._js import JS_INHERITED_MEMBERS, Number, clamp, is_integer, js_min, round_to, slice_end, to_fixed
 from ..warnings import warning
 from ._shared import MISSING_CANDIDATES_TEXT, Dimension, breakdown, dimension, normalized
 
@@ -109,7 +109,11 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
         methods = 0
         for method, score in scores.items():
             threshold = thresholds.get(method)
-            if score > (default_threshold if threshold is None else threshold):
+            if threshold is None:
+                if method in JS_INHERITED_MEMBERS:
+                    continue  # the reference compares with an inherited member: never above it
+                threshold = default_threshold
+            if score > threshold:
                 methods += 1
         if methods >= min_methods:
             confirmed += 1
