@@ -138,7 +138,13 @@ def test_screen_agrees_with_the_answer_rules_span_by_span_and_trace_by_trace(spa
             (span, record) for span, record in zip(spans, records, strict=True) if record.trace_id == trace
         ]
         screened = any(may_hold_answer(span) for span, _ in members)
-        assert screened == bool(find_answers([record for _, record in members]))
+        answers = find_answers([record for _, record in members])
+        if any(record.attributes.get("rag.answer") is False for _, record in members):
+            # A declined span (rag.answer = false) may hold back answers the screen still lets through: the
+            # screen only has to be sound, passing every trace that answers.
+            assert screened or not answers
+        else:
+            assert screened == bool(answers)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -45,13 +45,20 @@ class Admission:
         if self.active >= self._max_active and self.waiting >= self._max_waiting:
             raise Overloaded(f"{self.active} requests in progress and {self.waiting} waiting")
         wait = self._timeout if timeout is None else max(0.0, min(timeout, self._timeout))
-        self.waiting += 1
-        try:
-            await asyncio.wait_for(self._semaphore.acquire(), wait)
-        except asyncio.TimeoutError:
-            raise Overloaded(f"no processing slot within {wait:.1f}s") from None
-        finally:
-            self.waiting -= 1
+        if not self._semaphore.locked():
+            # A slot is free: taken without suspending. (wait_for with a zero timeout would give up before
+            # even a free semaphore is acquired.)
+            await self._semaphore.acquire()
+        elif wait <= 0:
+            raise Overloaded(f"{self.active} requests in progress and waiting is off (queue timeout 0)")
+        else:
+            self.waiting += 1
+            try:
+                await asyncio.wait_for(self._semaphore.acquire(), wait)
+            except asyncio.TimeoutError:
+                raise Overloaded(f"no processing slot within {wait:.1f}s") from None
+            finally:
+                self.waiting -= 1
         self.active += 1
         try:
             yield

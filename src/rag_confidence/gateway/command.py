@@ -22,23 +22,52 @@ DESCRIPTION = (
     "Score RAG answers in OTLP traces between Collectors: receive OTLP (gRPC and HTTP), add rag.confidence.* "
     "attributes to answer spans, forward every span to the downstream named by OTEL_EXPORTER_OTLP_*."
 )
+EPILOG = """downstream (standard OpenTelemetry variables, read as the OpenTelemetry Python SDK reads them):
+  OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   required (no default: the exporter's
+                                      default is this gateway's own port)
+  OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL    grpc or http/protobuf (default http/protobuf)
+  OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT     SECONDS, as the Python SDK reads it (the specification says
+                                      milliseconds); default 4, at most 600
+  OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _COMPRESSION (gzip or none), _CERTIFICATE, _CLIENT_KEY,
+  _CLIENT_CERTIFICATE, _INSECURE; the _METRICS_ forms for the gateway's own metrics
+  OTEL_METRICS_EXPORTER                   otlp (default) or none
+"""
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``gateway`` on an ``argparse`` sub-parser set; the handler is stored as ``func``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "gateway", help="run the OTLP scoring gateway", description=DESCRIPTION
+        "gateway",
+        help="run the OTLP scoring gateway",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_arguments(parser)
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    _add_all(parser)
     parser.set_defaults(func=run_from_arguments)
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rag-confidence gateway", description=DESCRIPTION)
+def _add_all(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=_LOG_LEVELS,
+        help="logging level (default INFO)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rag-confidence gateway",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_all(parser)
     return parser
 
 
@@ -56,12 +85,14 @@ def run_from_arguments(args: argparse.Namespace) -> int:
         config = config_from_arguments(args)
         check_exporter_seams()
         forwarder = forwarder_from_environment()
-    except (RagConfidenceError, RuntimeError, OSError) as error:
+        meter_provider = meter_provider_from_environment()
+        gateway = Gateway(config, forwarder, meter_provider=meter_provider)
+    except (RagConfidenceError, RuntimeError, OSError, ValueError) as error:
+        # Settings the SDK exporters refuse (an unknown compression, a malformed timeout) raise their own
+        # ValueError subclasses: one line either way, never a traceback.
         print(f"rag-confidence gateway: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(
-        serve(config, Gateway(config, forwarder, meter_provider=meter_provider_from_environment()))
-    )
+    return asyncio.run(serve(config, gateway))
 
 
 async def serve(config: GatewayConfig, gateway: Gateway) -> int:
@@ -72,7 +103,7 @@ async def serve(config: GatewayConfig, gateway: Gateway) -> int:
         loop.add_signal_handler(signum, stopping.set)
     try:
         await gateway.start()
-    except OSError as error:
+    except (OSError, RuntimeError) as error:  # grpc reports a port it cannot bind as RuntimeError
         print(f"rag-confidence gateway: cannot listen: {error}", file=sys.stderr)
         await gateway.stop()
         return 1

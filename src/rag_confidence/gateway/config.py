@@ -7,12 +7,15 @@ Downstream settings are not here: the SDK's OTLP exporters read the standard
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigValidationError
+from ..scoring import create_scorer
 
 MIB = 1024 * 1024
 
@@ -120,6 +123,17 @@ class GatewayConfig:
                 raise ConfigValidationError(f"{name} must be positive", path=name)
         if self.max_queued_requests < 0 or self.queue_timeout < 0 or self.retry_after < 0:
             raise ConfigValidationError("queue and retry settings must not be negative")
+        for name, value in (
+            ("queue_timeout", self.queue_timeout),
+            ("shutdown_timeout", self.shutdown_timeout),
+            ("assembly.max_age", self.assembly.max_age),
+        ):
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigValidationError(f"{name} must be a finite number of seconds >= 0", path=name)
+        if self.assembly.max_traces < 0 or self.assembly.max_bytes < 0:
+            raise ConfigValidationError("assembly bounds must not be negative", path="assembly")
+        if self.scoring_config is not None:
+            create_scorer(dict(self.scoring_config))  # a bad scoring config fails at start, not per answer
         if self.auth_token is not None and not self.auth_token.strip():
             raise ConfigValidationError("the bearer token is empty", path="auth_token")
 
@@ -219,6 +233,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"forward without scoring: a kill switch and the benchmark's baseline (env {ENV_NO_SCORING})",
     )
+    scoring.add_argument(
+        "--scoring",
+        dest="no_scoring",
+        action="store_false",
+        help=f"score (the default), also when {ENV_NO_SCORING} says otherwise",
+    )
 
 
 def config_from_arguments(
@@ -237,11 +257,14 @@ def config_from_arguments(
         if text is None or not text.strip():
             return default
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
             raise ConfigValidationError(
                 f"{env_name}: expected a number, got {text!r}", path=env_name
             ) from None
+        if not math.isfinite(value):
+            raise ConfigValidationError(f"{env_name}: expected a finite number, got {text!r}", path=env_name)
+        return value
 
     def address(flag: object, env_name: str, default: str, option: str) -> ListenAddress | None:
         text = pick(flag, env_name)
@@ -259,6 +282,8 @@ def config_from_arguments(
     if client_ca and not cert:
         raise ConfigValidationError("--tls-client-ca needs --tls-cert and --tls-key", path="--tls-client-ca")
     tls = TlsSettings(Path(cert), Path(key), Path(client_ca) if client_ca else None) if cert and key else None
+    if tls is not None:
+        _check_tls(tls)
 
     no_scoring = args.no_scoring if args.no_scoring is not None else _truthy(env.get(ENV_NO_SCORING))
     scoring_config_path = pick(args.scoring_config, ENV_SCORING_CONFIG)
@@ -283,6 +308,26 @@ def config_from_arguments(
         scoring_enabled=not no_scoring,
         scoring_config=_load_scoring_config(scoring_config_path) if scoring_config_path else None,
     )
+
+
+def _check_tls(tls: TlsSettings) -> None:
+    """Load the PEM files as a server would, so a wrong path or a key that does not match its certificate is
+    named at start-up (grpc would report either as "failed to bind")."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigValidationError(
+            f"cannot use the TLS certificate {tls.cert_file} with the key {tls.key_file}: {error}",
+            path="--tls-cert",
+        ) from None
+    if tls.client_ca_file is not None:
+        try:
+            context.load_verify_locations(tls.client_ca_file)
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigValidationError(
+                f"cannot use the client CA {tls.client_ca_file}: {error}", path="--tls-client-ca"
+            ) from None
 
 
 def _truthy(text: str | None) -> bool:

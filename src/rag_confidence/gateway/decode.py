@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import zlib
 from typing import Any
 
@@ -18,7 +19,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 CONTENT_TYPE_PROTOBUF = "application/x-protobuf"
 CONTENT_TYPE_JSON = "application/json"
 _ENCODINGS_IDENTITY = frozenset({"", "identity"})
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+# Both spellings: json_format (like the Collector's reader) accepts the proto field names too, and would read
+# such ids as base64.
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
 class RequestError(Exception):
@@ -69,20 +72,30 @@ def decompress(body: bytes, content_encoding: str | None, limit: int) -> bytes:
         raise RequestError(
             415, code_pb2.INVALID_ARGUMENT, f"unsupported content encoding {encoding!r}; use gzip"
         )
-    inflater = zlib.decompressobj(wbits)
-    try:
-        # One byte past the limit tells "exactly at the limit" from "over it" without inflating the rest.
-        out = inflater.decompress(body, limit + 1)
+    out = b""
+    data = body
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            # One byte past the limit tells "exactly at the limit" from "over it" without inflating the rest.
+            out += inflater.decompress(data, limit + 1 - len(out))
+            if len(out) > limit:
+                raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
+            out += inflater.flush()
+        except zlib.error as error:
+            raise bad_request(f"invalid {encoding} body: {error}") from None
         if len(out) > limit:
             raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
-        out += inflater.flush()
-    except zlib.error as error:
-        raise bad_request(f"invalid {encoding} body: {error}") from None
-    if len(out) > limit:
-        raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
-    if not inflater.eof:
-        raise bad_request(f"truncated {encoding} body")
-    return out
+        if not inflater.eof:
+            raise bad_request(f"truncated {encoding} body")
+        data = inflater.unused_data
+        if not data:
+            return out
+        # A gzip body may hold several members, each a gzip stream of its own, to be read one after the
+        # other (RFC 1952; Go's reader, the Collector's, does). Anything else after the end is refused:
+        # ignoring it would drop spans while answering success.
+        if encoding != "gzip":
+            raise bad_request(f"data after the end of the {encoding} stream")
 
 
 def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
@@ -109,7 +122,7 @@ def parse_json(payload: bytes) -> ExportTraceServiceRequest:
     except _BadId as error:
         raise bad_request(f"malformed OTLP/JSON: {error}") from None
     except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as error:
-        raise bad_request(f"malformed OTLP/JSON ExportTraceServiceRequest: {_short(error)}") from None
+        raise bad_request(f"malformed OTLP/JSON ExportTraceServiceRequest: {_where(error)}") from None
     return request
 
 
@@ -136,12 +149,17 @@ class _BadId(ValueError):
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:
     """Rewrite span and link ids in place from OTLP/JSON hex to the base64 that ``json_format`` expects."""
-    for resource_spans in _objects(document.get("resourceSpans")):
-        for scope_spans in _objects(resource_spans.get("scopeSpans")):
+    for resource_spans in _objects(_field(document, "resourceSpans", "resource_spans")):
+        for scope_spans in _objects(_field(resource_spans, "scopeSpans", "scope_spans")):
             for span in _objects(scope_spans.get("spans")):
                 _convert_ids(span)
                 for link in _objects(span.get("links")):
                     _convert_ids(link)
+
+
+def _field(message: dict[str, Any], json_name: str, proto_name: str) -> Any:
+    value = message.get(json_name)
+    return message.get(proto_name) if value is None else value
 
 
 def _objects(value: Any) -> list[dict[str, Any]]:
@@ -159,13 +177,30 @@ def _convert_ids(message: dict[str, Any]) -> None:
         try:
             raw = bytes.fromhex(value)
         except ValueError:
-            raise _BadId(f"{field} is not hex: {value[:40]!r}") from None
+            # Not the value itself: error messages reach the client's logs, and a bad id may be any text.
+            raise _BadId(f"{field} is not a hex string") from None
         message[field] = base64.b64encode(raw).decode("ascii")
 
 
-def _short(error: Exception) -> str:
+def _where(error: Exception) -> str:
+    """Where ``json_format`` failed, never what it read: its messages quote the offending value, and error
+    messages reach the client's logs. The field path (schema names and indices only) is kept."""
     text = str(error)
-    return text if len(text) <= 300 else text[:300] + "..."
+    located = _LOCATION.search(text)
+    fields = _FAILED_FIELD.findall(text)
+    if located is not None:
+        path = located.group(1)
+        segments = {segment.split("[", 1)[0] for segment in path.split(".")}
+        if fields and fields[-1] not in segments:  # the path stops at the message holding the bad field
+            path += "." + fields[-1]
+        return f"cannot parse the value at {path}"
+    if fields:
+        return f"cannot parse the value of {'.'.join(fields)}"
+    return f"unreadable structure ({type(error).__name__})"
+
+
+_LOCATION = re.compile(r" at (ExportTraceServiceRequest(?:\.\w+|\[\d+\])*)")
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field")
 
 
 __all__ = [

@@ -26,18 +26,22 @@ gateway answers before a Collector upstream (5 s default) gives up on the reques
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import grpc  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPORTER_OTLP_COMPRESSION,
     OTEL_EXPORTER_OTLP_ENDPOINT,
     OTEL_EXPORTER_OTLP_PROTOCOL,
     OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TRACES_COMPRESSION,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
     OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
@@ -55,6 +59,8 @@ PROTOCOL_HTTP_PROTOBUF = "http/protobuf"
 PROTOCOL_HTTP_JSON = "http/json"
 # The OTLP exporter specification's default.
 DEFAULT_PROTOCOL = PROTOCOL_HTTP_PROTOBUF
+#: Longest exporter timeout accepted, in seconds (see :func:`exporter_timeout`).
+MAX_EXPORT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +94,8 @@ class _GrpcRequestExporter(GrpcSpanExporter):
 
 
 class GrpcForwarder:
-    def __init__(self, timeout: float | None) -> None:
-        self._exporter = _GrpcRequestExporter(timeout=timeout)
+    def __init__(self, timeout: float | None, compression: grpc.Compression | None = None) -> None:
+        self._exporter = _GrpcRequestExporter(timeout=timeout, compression=compression)
 
     @property
     def description(self) -> str:
@@ -170,12 +176,59 @@ def traces_protocol(environ: Mapping[str, str] | None = None) -> str:
     return protocol.lower() or DEFAULT_PROTOCOL
 
 
-def downstream_timeout(environ: Mapping[str, str] | None = None) -> float | None:
-    """None when a timeout variable is set (the exporter reads it), else the gateway's shorter default."""
+def downstream_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """The traces exporter's timeout in seconds: ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT``, else the gateway's
+    shorter default (see :func:`exporter_timeout`)."""
+    timeout = exporter_timeout(OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, environ)
+    return DEFAULT_DOWNSTREAM_TIMEOUT if timeout is None else timeout
+
+
+def exporter_timeout(signal_variable: str, environ: Mapping[str, str] | None = None) -> float | None:
+    """``signal_variable`` or ``OTEL_EXPORTER_OTLP_TIMEOUT`` in seconds; None when neither is set.
+
+    Seconds, because the OpenTelemetry Python SDK's exporters read them so (the specification says
+    milliseconds). Read here, not left to the exporter, so that a value no exporter should run with fails at
+    start-up: a malformed one (the SDK would fall back to 10 s, or raise at the first export) or one over
+    :data:`MAX_EXPORT_TIMEOUT` seconds (most likely milliseconds: ``3000`` would hold every request for 50
+    minutes while the upstream Collector long gave up).
+    """
     env = os.environ if environ is None else environ
-    if env.get(OTEL_EXPORTER_OTLP_TRACES_TIMEOUT) or env.get(OTEL_EXPORTER_OTLP_TIMEOUT):
-        return None
-    return DEFAULT_DOWNSTREAM_TIMEOUT
+    for variable in (signal_variable, OTEL_EXPORTER_OTLP_TIMEOUT):
+        text = (env.get(variable) or "").strip()
+        if not text:
+            continue
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and 0 < seconds <= MAX_EXPORT_TIMEOUT):
+            raise ConfigValidationError(
+                f"{variable}={text!r}: expected seconds (as the OpenTelemetry Python SDK reads it; the "
+                f"specification's milliseconds would be 1000 times too long), more than 0 and at most "
+                f"{MAX_EXPORT_TIMEOUT:g}",
+                path=variable,
+            )
+        return seconds
+    return None
+
+
+def grpc_compression(signal_variable: str, environ: Mapping[str, str] | None = None) -> grpc.Compression:
+    """``signal_variable`` or ``OTEL_EXPORTER_OTLP_COMPRESSION`` for a gRPC exporter: ``gzip`` or ``none``.
+
+    Read here because the SDK's gRPC exporters know only ``gzip`` and raise on ``none``, which the
+    specification allows (and is their own default).
+    """
+    env = os.environ if environ is None else environ
+    for variable in (signal_variable, OTEL_EXPORTER_OTLP_COMPRESSION):
+        text = (env.get(variable) or "").strip().lower()
+        if not text:
+            continue
+        if text == "gzip":
+            return grpc.Compression.Gzip
+        if text == "none":
+            return grpc.Compression.NoCompression
+        raise ConfigValidationError(f"{variable}={text!r}: use gzip or none", path=variable)
+    return grpc.Compression.NoCompression
 
 
 def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forwarder:
@@ -194,7 +247,7 @@ def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forw
     protocol = traces_protocol(env)
     timeout = downstream_timeout(env)
     if protocol == PROTOCOL_GRPC:
-        return GrpcForwarder(timeout)
+        return GrpcForwarder(timeout, grpc_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env))
     if protocol == PROTOCOL_HTTP_PROTOBUF:
         return HttpForwarder(timeout)
     if protocol == PROTOCOL_HTTP_JSON:

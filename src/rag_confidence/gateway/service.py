@@ -160,8 +160,11 @@ class Gateway:
         self._grpc = self._http = None
 
     def _close_downstream(self) -> None:
-        self.executor.shutdown(wait=True)
+        # In-flight requests had their grace. An export still waiting on the downstream now is cut short
+        # (gRPC: its channel closes; HTTP: no more retries) before waiting for the workers, so a downstream
+        # that hangs cannot hold the exit past the grace plus one export attempt.
         self.forwarder.shutdown()
+        self.executor.shutdown(wait=True)
         if isinstance(self.meter_provider, SdkMeterProvider):
             self.meter_provider.shutdown()  # exports the last metrics
 

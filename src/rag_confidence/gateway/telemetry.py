@@ -10,8 +10,10 @@ from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER
 from opentelemetry.metrics import CallbackOptions, MeterProvider, NoOpMeterProvider, Observation
 from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_METRICS_COMPRESSION,
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
     OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+    OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
     OTEL_EXPORTER_OTLP_PROTOCOL,
 )
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -21,7 +23,13 @@ from opentelemetry.sdk.resources import Resource
 
 from .. import semconv
 from ..errors import ConfigValidationError
-from .forward import DEFAULT_PROTOCOL, PROTOCOL_GRPC, PROTOCOL_HTTP_PROTOBUF
+from .forward import (
+    DEFAULT_PROTOCOL,
+    PROTOCOL_GRPC,
+    PROTOCOL_HTTP_PROTOBUF,
+    exporter_timeout,
+    grpc_compression,
+)
 
 _logger = logging.getLogger(__name__)
 _METER_NAME = "rag_confidence.gateway"
@@ -138,8 +146,14 @@ def metric_exporter_from_environment(environ: Mapping[str, str] | None = None) -
     gateway's own port).
     """
     env = os.environ if environ is None else environ
-    if (env.get(OTEL_METRICS_EXPORTER) or "").strip().lower() == "none":
+    choice = (env.get(OTEL_METRICS_EXPORTER) or "").strip().lower()
+    if choice == "none":
         return None
+    if choice not in ("", "otlp"):
+        raise ConfigValidationError(
+            f"{OTEL_METRICS_EXPORTER}={choice!r}: the gateway exports its metrics over OTLP only (otlp or none)",
+            path=OTEL_METRICS_EXPORTER,
+        )
     if not (env.get(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) or env.get(OTEL_EXPORTER_OTLP_ENDPOINT)):
         _logger.warning(
             "gateway metrics are not exported: set %s or %s",
@@ -151,18 +165,21 @@ def metric_exporter_from_environment(environ: Mapping[str, str] | None = None) -
         env.get(OTEL_EXPORTER_OTLP_METRICS_PROTOCOL) or env.get(OTEL_EXPORTER_OTLP_PROTOCOL) or ""
     ).strip()
     protocol = protocol.lower() or DEFAULT_PROTOCOL
+    timeout = exporter_timeout(OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, env)
     if protocol == PROTOCOL_GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        return GrpcMetricExporter()
+        return GrpcMetricExporter(
+            timeout=timeout, compression=grpc_compression(OTEL_EXPORTER_OTLP_METRICS_COMPRESSION, env)
+        )
     if protocol == PROTOCOL_HTTP_PROTOBUF:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
             OTLPMetricExporter as HttpMetricExporter,
         )
 
-        return HttpMetricExporter()
+        return HttpMetricExporter(timeout=timeout)
     raise ConfigValidationError(
         f"unsupported OTLP metrics protocol {protocol!r}; use grpc or http/protobuf",
         path=OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,

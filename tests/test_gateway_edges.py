@@ -1,0 +1,426 @@
+"""Gateway edges a real-use review found: multi-member gzip, error messages that must not quote payload
+content, a zero queue timeout, settings refused with one clear line, snake_case OTLP/JSON ids, and a SIGTERM
+while the downstream hangs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence.errors import ConfigValidationError
+from rag_confidence.gateway.admission import Admission, Overloaded
+from rag_confidence.gateway.decode import RequestError, decompress, parse_json
+from rag_confidence.gateway.forward import downstream_timeout, grpc_compression
+
+from .test_gateway_e2e import _otlp_json, _post
+from .test_gateway_support import (
+    LOOPBACK,
+    DownstreamReceiver,
+    downstream,
+    free_port,
+    plain_trace,
+    rag_trace,
+    running_gateway,
+    test_config,
+    tracer_provider,
+)
+
+BIN = Path(sys.executable).parent
+__all__ = ["downstream"]  # the fixture, imported for pytest
+
+
+def _request_bytes(spans: int) -> bytes:
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=spans)
+    return encode_spans(memory.get_finished_spans()).SerializeToString()
+
+
+# -- bodies --------------------------------------------------------------------------------------------------
+
+
+def test_a_gzip_body_of_several_members_forwards_every_span(downstream: DownstreamReceiver) -> None:
+    first, second = _request_bytes(3), _request_bytes(4)
+    # Protobuf messages concatenate: the two members decompress to one request of 7 spans.
+    body = gzip.compress(first) + gzip.compress(second)
+    with running_gateway() as running:
+        status, _, payload = _post(
+            f"{running.http_url}/v1/traces",
+            body,
+            {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+        )
+        assert status == 200, payload
+        assert len(downstream.wait_for_spans(7)) == 7
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        ("gzip", gzip.compress(b"\x0a\x00") + b"trailing junk"),
+        ("gzip", gzip.compress(b"\x0a\x00") + b"\x00\x00\x00\x00"),
+        ("deflate", __import__("zlib").compress(b"\x0a\x00") + b"more"),
+    ],
+    ids=["gzip + junk", "gzip + zero padding", "deflate + trailing data"],
+)
+def test_data_after_the_compressed_stream_is_refused_not_ignored(encoding: str, body: bytes) -> None:
+    with pytest.raises(RequestError) as caught:
+        decompress(body, encoding, 1024)
+    assert caught.value.http_status == 400
+
+
+def test_several_gzip_members_count_against_one_size_limit() -> None:
+    member = gzip.compress(b"x" * 600)
+    assert decompress(member + member, "gzip", 1200) == b"x" * 1200
+    with pytest.raises(RequestError) as caught:
+        decompress(member + member, "gzip", 1199)
+    assert caught.value.http_status == 413
+
+
+SECRET = "TOPSECRET-DOCUMENT-CONTENT"
+
+
+@pytest.mark.parametrize(
+    "span",
+    [
+        {"spanId": SECRET},
+        {"startTimeUnixNano": SECRET},
+        {"attributes": [{"key": "k", "value": {"intValue": SECRET}}]},
+        {"attributes": [{"key": "k", "value": {"doubleValue": SECRET}}]},
+        {"attributes": SECRET},
+        {"name": 5},
+    ],
+    ids=["spanId", "startTimeUnixNano", "intValue", "doubleValue", "attributes", "name"],
+)
+def test_json_errors_name_the_field_and_never_quote_its_value(span: dict[str, object]) -> None:
+    document = {
+        "resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8, **span}]}]}]
+    }
+    with pytest.raises(RequestError) as caught:
+        parse_json(json.dumps(document).encode())
+    message = caught.value.message
+    assert caught.value.http_status == 400
+    assert SECRET not in message and "SECRET" not in message
+    field = next(iter(span))
+    assert field in message  # says where
+
+
+def test_snake_case_json_ids_are_read_as_hex_like_camel_case(downstream: DownstreamReceiver) -> None:
+    memory = InMemorySpanExporter()
+    rag_trace(tracer_provider(memory, batch=False))
+    finished = memory.get_finished_spans()
+    document = _otlp_json(encode_spans(finished))
+    for scope in document["resourceSpans"][0]["scopeSpans"]:
+        for span in scope["spans"]:
+            for camel, snake in (
+                ("traceId", "trace_id"),
+                ("spanId", "span_id"),
+                ("parentSpanId", "parent_span_id"),
+            ):
+                if camel in span:
+                    span[snake] = span.pop(camel)
+    request = parse_json(json.dumps(document).encode())
+    ids = {span.span_id for r in request.resource_spans for s in r.scope_spans for span in s.spans}
+    assert ids == {s.context.span_id.to_bytes(8, "big") for s in finished}
+
+
+# -- admission -----------------------------------------------------------------------------------------------
+
+
+def test_a_zero_queue_timeout_admits_while_a_slot_is_free_and_refuses_at_once_when_none_is() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        admission = Admission(max_active=1, max_waiting=4, timeout=0.0)
+        async with admission.slot():
+            admitted = True
+            try:
+                async with admission.slot():
+                    refused = False
+            except Overloaded:
+                refused = True
+        async with admission.slot():  # free again
+            pass
+        return admitted, refused
+
+    assert asyncio.run(scenario()) == (True, True)
+
+
+def test_a_gateway_with_queue_timeout_zero_serves_requests(downstream: DownstreamReceiver) -> None:
+    with running_gateway(test_config(queue_timeout=0.0)) as running:
+        status, _, payload = _post(
+            f"{running.http_url}/v1/traces", _request_bytes(2), {"Content-Type": "application/x-protobuf"}
+        )
+        assert status == 200, payload
+        assert len(downstream.wait_for_spans(2)) == 2
+
+
+# -- settings ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "3000"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "3s"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "nan"),
+    ],
+)
+def test_a_downstream_timeout_no_exporter_should_run_with_is_refused(variable: str, value: str) -> None:
+    with pytest.raises(ConfigValidationError, match="seconds"):
+        downstream_timeout({variable: value})
+
+
+def test_downstream_timeout_reads_seconds_signal_variable_first() -> None:
+    assert downstream_timeout({}) == 4.0
+    assert downstream_timeout({"OTEL_EXPORTER_OTLP_TIMEOUT": "7"}) == 7.0
+    assert (
+        downstream_timeout({"OTEL_EXPORTER_OTLP_TIMEOUT": "7", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2.5"})
+        == 2.5
+    )
+
+
+def test_grpc_compression_none_is_accepted_and_unknown_values_refused() -> None:
+    import grpc
+
+    assert grpc_compression(
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", {"OTEL_EXPORTER_OTLP_COMPRESSION": "none"}
+    ) is (grpc.Compression.NoCompression)
+    assert grpc_compression("X", {"X": "GZIP"}) is grpc.Compression.Gzip
+    with pytest.raises(ConfigValidationError, match="gzip or none"):
+        grpc_compression("X", {"X": "brotli"})
+
+
+def _gateway_command(*flags: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(BIN / "rag-confidence"),
+            "gateway",
+            "--grpc-listen",
+            f"{LOOPBACK}:0",
+            "--http-listen",
+            f"{LOOPBACK}:0",
+            *flags,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _base_env(**extra: str) -> dict[str, str]:
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "RAG_CONFIDENCE_"))
+    }
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{LOOPBACK}:{free_port()}", OTEL_METRICS_EXPORTER="none")
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize(
+    ("flags", "extra", "expected"),
+    [
+        ((), {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TIMEOUT": "5s"}, "expected seconds"),
+        (
+            (),
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_COMPRESSION": "brotli"},
+            "gzip or none",
+        ),
+        ((), {"OTEL_METRICS_EXPORTER": "prometheus"}, "over OTLP only"),
+        (
+            (),
+            {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/json"},
+            "metrics protocol",
+        ),
+        (("--queue-timeout", "nan"), {}, "finite"),
+        (("--shutdown-timeout", "-1"), {}, "shutdown_timeout"),
+        (("--assembly-max-age", "inf"), {}, "finite"),
+        (("--log-level", "verbose"), {}, "invalid choice"),
+        (
+            ("--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem"),
+            {},
+            "cannot use the TLS",
+        ),
+    ],
+    ids=[
+        "timeout 5s",
+        "compression brotli",
+        "metrics prometheus",
+        "metrics http/json",
+        "queue nan",
+        "shutdown -1",
+        "window inf",
+        "log level",
+        "tls files",
+    ],
+)
+def test_bad_settings_exit_with_one_clear_line_not_a_traceback(
+    flags: tuple[str, ...], extra: dict[str, str], expected: str
+) -> None:
+    result = _gateway_command(*flags, env=_base_env(**extra))
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_scoring_config_file_is_one_clear_line(tmp_path: Path) -> None:
+    config = tmp_path / "scoring.json"
+    config.write_text(json.dumps({"retrieval": {"topK": 0}}))
+    result = _gateway_command("--scoring-config", str(config), env=_base_env())
+    assert result.returncode == 2 and "retrieval.topK" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_grpc_compression_none_starts_and_forwards(
+    downstream: DownstreamReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "none")
+    with running_gateway() as running:
+        status, _, payload = _post(
+            f"{running.http_url}/v1/traces", _request_bytes(3), {"Content-Type": "application/x-protobuf"}
+        )
+        assert status == 200, payload
+        assert len(downstream.wait_for_spans(3)) == 3
+
+
+def test_a_busy_grpc_port_is_a_clear_error() -> None:
+    with socket.socket() as busy:
+        busy.bind((LOOPBACK, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [
+                str(BIN / "rag-confidence"),
+                "gateway",
+                "--grpc-listen",
+                f"{LOOPBACK}:{port}",
+                "--http-listen",
+                "off",
+            ],
+            env=_base_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_scoring_flag_wins_over_the_no_scoring_variable() -> None:
+    from rag_confidence.gateway.command import build_parser
+    from rag_confidence.gateway.config import config_from_arguments
+
+    args = build_parser().parse_args(["--scoring"])
+    assert config_from_arguments(args, {"RAG_CONFIDENCE_GATEWAY_NO_SCORING": "true"}).scoring_enabled
+    args = build_parser().parse_args([])
+    assert not config_from_arguments(args, {"RAG_CONFIDENCE_GATEWAY_NO_SCORING": "true"}).scoring_enabled
+
+
+# -- shutdown ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hanging_downstream() -> Iterator[int]:
+    """A TCP server that accepts and never answers: a downstream hung mid-request."""
+    server = socket.socket()
+    server.bind((LOOPBACK, 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for connection in held:
+        connection.close()
+    server.close()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_sigterm_exits_within_the_grace_while_the_downstream_hangs(
+    hanging_downstream: int, protocol: str
+) -> None:
+    http_port = free_port()
+    env = _base_env(
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{LOOPBACK}:{hanging_downstream}",
+        OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+        OTEL_EXPORTER_OTLP_TIMEOUT="20",
+    )
+    process = subprocess.Popen(
+        [
+            str(BIN / "rag-confidence"),
+            "gateway",
+            "--grpc-listen",
+            "off",
+            "--http-listen",
+            f"{LOOPBACK}:{http_port}",
+            "--shutdown-timeout",
+            "1",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{LOOPBACK}:{http_port}/readyz", timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the gateway did not start"
+                time.sleep(0.1)
+
+        def post(*args: object) -> None:
+            # Cut off by the shutdown: what is tested is how long the gateway takes to exit.
+            with contextlib.suppress(OSError):
+                _post(*args)  # type: ignore[arg-type]
+
+        client = threading.Thread(
+            target=post,
+            args=(
+                f"http://{LOOPBACK}:{http_port}/v1/traces",
+                _request_bytes(2),
+                {"Content-Type": "application/x-protobuf"},
+            ),
+            daemon=True,
+        )
+        client.start()
+        time.sleep(1.0)  # the request is now waiting on the hung downstream
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0
+    if protocol == "grpc":
+        # Grace (1 s), then the export is cut short (its channel closes), far below the downstream timeout (20 s).
+        assert elapsed < 12, elapsed
+    else:
+        # The HTTP exporter stops retrying but cannot interrupt the attempt in flight: grace plus that attempt,
+        # bounded by the downstream timeout (the documented limit), never by retries after it.
+        assert elapsed < 1 + 20 + 5, elapsed
