@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -424,3 +426,88 @@ def test_sigterm_exits_within_the_grace_while_the_downstream_hangs(
         # The HTTP exporter stops retrying but cannot interrupt the attempt in flight: grace plus that attempt,
         # bounded by the downstream timeout (the documented limit), never by retries after it.
         assert elapsed < 1 + 20 + 5, elapsed
+
+
+# -- a request scoring grows past the limit ------------------------------------------------------------------
+
+
+def test_a_request_scoring_grows_past_the_downstream_limit_is_split_and_fully_delivered(
+    downstream: DownstreamReceiver,
+) -> None:
+    """The downstream is a grpcio server with its default 4 MiB receive limit, as the Collector's receiver."""
+    limit = 4 * 1024 * 1024
+    memory = InMemorySpanExporter()
+    provider = tracer_provider(memory, batch=False)
+    for _ in range(5):
+        rag_trace(provider)
+    tracer = provider.get_tracer("plain-app")
+    for index in range(8):
+        with tracer.start_as_current_span(f"bulk {index}") as span:
+            span.set_attribute("payload", "x" * 100)
+    request = encode_spans(memory.get_finished_spans())
+    # Pad the bulk spans so the request sits just under the limit: accepted, then grown by scoring.
+    bulk = [
+        s
+        for r in request.resource_spans
+        for sc in r.scope_spans
+        for s in sc.spans
+        if s.name.startswith("bulk")
+    ]
+    missing = limit - 300 - request.ByteSize()
+    for span in bulk:
+        span.attributes[0].value.string_value = "x" * (100 + missing // len(bulk))
+    body = request.SerializeToString()
+    assert limit - 400 < len(body) <= limit
+    total = sum(len(sc.spans) for r in request.resource_spans for sc in r.scope_spans)
+    with running_gateway(test_config(max_request_bytes=limit)) as running:
+        status, _, payload = _post(
+            f"{running.http_url}/v1/traces", body, {"Content-Type": "application/x-protobuf"}
+        )
+        assert status == 200, payload
+        spans = downstream.wait_for_spans(total)
+    assert len(spans) == total  # every span, once
+    assert len(downstream.requests) >= 2 and all(part.ByteSize() <= limit for part in downstream.requests)
+    answers = [s for s in spans if s.name == "answer"]
+    assert len(answers) == 5
+    assert all(any(kv.key == "rag.confidence.total" for kv in s.attributes) for s in answers)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.lists(st.integers(0, 400), min_size=0, max_size=6), min_size=1, max_size=3),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(120, 2000),
+)
+def test_split_parts_keep_every_span_in_order_under_its_scope_and_within_the_limit(
+    shape: list[list[list[int]]], limit: int
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from rag_confidence.gateway.split import split_request
+
+    request = ExportTraceServiceRequest()
+    for r_index, scopes in enumerate(shape):
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.add(key="service.name").value.string_value = f"svc{r_index}"
+        for s_index, sizes in enumerate(scopes):
+            scope_spans = resource_spans.scope_spans.add()
+            scope_spans.scope.name = f"scope{r_index}.{s_index}"
+            for size in sizes:
+                scope_spans.spans.add(name="n" * size, trace_id=bytes(16), span_id=bytes(8))
+
+    def flat(message: ExportTraceServiceRequest) -> list[tuple[str, str, str]]:
+        return [
+            (r.resource.attributes[0].value.string_value, sc.scope.name, s.name)
+            for r in message.resource_spans
+            for sc in r.scope_spans
+            for s in sc.spans
+        ]
+
+    parts = split_request(request, limit)
+    assert [item for part in parts for item in flat(part)] == flat(request)
+    for part in parts:
+        spans = [s for r in part.resource_spans for sc in r.scope_spans for s in sc.spans]
+        assert part.ByteSize() <= limit or len(spans) == 1  # only a span too large on its own may exceed it

@@ -51,6 +51,7 @@ class Prepared:
     scored: list[ScoredSpan] = field(default_factory=list)
     failed_answers: int = 0
     already_scored: int = 0
+    payload_size: int = 0  # of the decoded body, for the size check after scoring
 
     @property
     def forwarded(self) -> int:

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.trace import SpanContext, TraceFlags
 
@@ -31,6 +34,7 @@ from .decode import CONTENT_TYPE_PROTOBUF, RequestError, decompress, parse, too_
 from .forward import Forwarder
 from .pipeline import ANSWER_ALREADY_SCORED, ANSWER_FAILED, ANSWER_SCORED, Prepared, TracePipeline
 from .security import BearerAuth
+from .split import GROWTH_PER_ANSWER, split_request
 from .telemetry import GatewayMetrics
 
 _logger = logging.getLogger(__name__)
@@ -193,13 +197,29 @@ class Gateway:
             prepared.received = sum(
                 len(s.spans) for r in prepared.request.resource_spans for s in r.scope_spans
             )
+        prepared.payload_size = len(payload)
         return self._forward(transport, prepared)
+
+    def _outgoing(self, prepared: Prepared) -> list[ExportTraceServiceRequest]:
+        """The request as it goes downstream: split when scoring grew it past the size limit."""
+        limit = self.config.max_request_bytes
+        growth = GROWTH_PER_ANSWER * (len(prepared.scored) + prepared.failed_answers)
+        if not growth or prepared.payload_size + growth <= limit:  # cannot be over: no need to measure
+            return [prepared.request]
+        if prepared.request.ByteSize() <= limit:
+            return [prepared.request]
+        return split_request(prepared.request, limit)
 
     def _forward(self, transport: str, prepared: Prepared) -> Outcome:
         self.metrics.received(transport, prepared.received)
         self.metrics.rejected(transport, prepared.rejected, REASON_INVALID_SPAN)
         if prepared.forwarded:
-            result = self.forwarder.forward(prepared.request)
+            # Parts go one after the other; a failed part fails the request, which the upstream retries
+            # whole (parts already delivered then arrive twice: at least once, never lost).
+            for part in self._outgoing(prepared):
+                result = self.forwarder.forward(part)
+                if not result.ok:
+                    break
             if not result.ok:
                 self.metrics.export_failed()
                 self.metrics.rejected(transport, prepared.forwarded, OUTCOME_DOWNSTREAM)
