@@ -93,6 +93,18 @@ def test_several_gzip_members_count_against_one_size_limit() -> None:
     assert caught.value.http_status == 413
 
 
+def test_many_tiny_gzip_members_are_refused_quickly_and_many_members_read_in_linear_time() -> None:
+    empty = gzip.compress(b"")
+    started = time.process_time()
+    with pytest.raises(RequestError) as caught:
+        decompress(empty * 200_000, "gzip", 4 * 1024 * 1024)  # a 4 MiB body of empty members
+    assert caught.value.http_status == 400 and "members" in caught.value.message
+    member = gzip.compress(b"a" * 4000)
+    assert decompress(member * 1000, "gzip", 4 * 1024 * 1024) == b"a" * 4_000_000
+    # Not a speed target: a generous bound that the quadratic reading (seconds) exceeds by far.
+    assert time.process_time() - started < 2.0
+
+
 SECRET = "TOPSECRET-DOCUMENT-CONTENT"
 
 
@@ -105,8 +117,25 @@ SECRET = "TOPSECRET-DOCUMENT-CONTENT"
         {"attributes": [{"key": "k", "value": {"doubleValue": SECRET}}]},
         {"attributes": SECRET},
         {"name": 5},
+        {"startTimeUnixNano": f"x at ExportTraceServiceRequest.leaked_{SECRET.replace('-', '_')}"},
+        {"startTimeUnixNano": f"Failed to parse {SECRET.replace('-', '_')} field: x"},
+        {
+            "attributes": [
+                {"key": "k", "value": {"intValue": f"{SECRET} at ExportTraceServiceRequest.resourceSpans"}}
+            ]
+        },
     ],
-    ids=["spanId", "startTimeUnixNano", "intValue", "doubleValue", "attributes", "name"],
+    ids=[
+        "spanId",
+        "startTimeUnixNano",
+        "intValue",
+        "doubleValue",
+        "attributes",
+        "name",
+        "value shaped as a path",
+        "value shaped as a field",
+        "path in a nested value",
+    ],
 )
 def test_json_errors_name_the_field_and_never_quote_its_value(span: dict[str, object]) -> None:
     document = {
@@ -116,7 +145,7 @@ def test_json_errors_name_the_field_and_never_quote_its_value(span: dict[str, ob
         parse_json(json.dumps(document).encode())
     message = caught.value.message
     assert caught.value.http_status == 400
-    assert SECRET not in message and "SECRET" not in message
+    assert "SECRET" not in message and "leaked" not in message
     field = next(iter(span))
     assert field in message  # says where
 

@@ -4,6 +4,7 @@ a full attribute table, ``record_signals`` on spans no processor sees, and the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -420,3 +421,90 @@ def scored_answer_on(provider: TracerProvider, **options: Any) -> Any:
     from rag_confidence.otel import scored_answer
 
     return scored_answer(name="answer", tracer_provider=provider, **options)
+
+
+# -- found by review of the above ------------------------------------------------------------------------------
+
+
+def test_a_nested_adopting_call_that_fails_leaves_the_outer_answer_scored(setup: Setup) -> None:
+    @setup.decorate(name="inner", adopt_current_span=True)
+    def check() -> None:
+        raise ValueError("the check failed")
+
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(support_level="high", has_conflict=False)
+        with contextlib.suppress(ValueError):
+            check()  # adopts the answer's own span, and fails on it
+        return "fallback text"
+
+    assert answer() == "fallback text"
+    expected = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": CANDIDATES})
+    card = last_scorecard()
+    assert card is not None and card.total == expected.total
+    attributes = setup.spans()["answer"].attributes or {}
+    assert attributes[semconv.RAG_ANSWER] is True and semconv.RAG_CONFIDENCE_ERROR not in attributes
+
+
+def test_values_recorded_inside_a_nested_answer_stay_with_it(setup: Setup) -> None:
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        with setup.tracer.start_as_current_span("generate"):
+            record_signals(support_level="high", has_conflict=False)
+        with setup.tracer.start_as_current_span("sub-answer"):
+            mark_answer()
+            record_signals(support_level="low", has_conflict=True)
+        return "text"
+
+    answer()
+    outer = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": CANDIDATES})
+    card = last_scorecard()
+    assert card is not None and card.total == outer.total
+    spans = setup.spans()
+    nested = compute_confidence({"supportLevel": "low", "hasConflict": True, "candidates": []})
+    assert (spans["sub-answer"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == nested.total
+
+
+def test_a_span_the_generator_opens_stays_current_across_its_yields(setup: Setup) -> None:
+    @setup.decorate(name="answer")
+    def stream() -> Iterator[str]:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        with setup.tracer.start_as_current_span("llm"):
+            yield "first"
+            with setup.tracer.start_as_current_span("tool"):
+                pass
+            yield "second"
+        record_signals(support_level="high", has_conflict=False)
+
+    assert list(stream()) == ["first", "second"]
+    spans = setup.spans()
+    assert spans["tool"].parent is not None and spans["llm"].context is not None
+    assert spans["tool"].parent.span_id == spans["llm"].context.span_id
+    assert spans["llm"].parent is not None and spans["answer"].context is not None
+    assert spans["llm"].parent.span_id == spans["answer"].context.span_id
+    assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached in the consumer
+
+
+def test_an_abandoned_stream_does_not_clear_another_calls_scorecard(setup: Setup) -> None:
+    @setup.decorate(name="answer")
+    def stream() -> Iterator[str]:
+        yield "partial"
+        yield "rest"
+
+    @setup.decorate(name="complete")
+    def complete() -> str:
+        record_signals(support_level="high", has_conflict=False)
+        return "done"
+
+    generator = stream()
+    next(generator)
+    complete()
+    card = last_scorecard()
+    assert card is not None
+    generator.close()  # as garbage collection would, later and anywhere
+    assert last_scorecard() is card

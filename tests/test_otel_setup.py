@@ -337,3 +337,27 @@ def test_zero_code_with_a_bad_scoring_config_still_exports_telemetry_unscored(
     assert "missing.json" in result.stderr and "WITHOUT confidence scoring" in result.stderr
     wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
     assert semconv.RAG_CONFIDENCE_TOTAL not in attributes(servicer.spans()["answer"].attributes)
+
+
+def test_configure_from_env_under_the_zero_code_configurator_returns_its_setup(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    # The same application run locally with configure_from_env() and in production under
+    # opentelemetry-instrument with our configurator selected: the call must not fail there.
+    servicer, port = receiver
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from rag_confidence.otel import configure_from_env\n"
+        "telemetry = configure_from_env()\n"
+        "assert telemetry.processor is not None, 'the configurator installed scoring'\n" + APP
+    )
+    result = subprocess.run(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+        env=otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "configure_from_env was called again" in result.stderr
+    assert_scored_over_otlp(servicer)

@@ -19,6 +19,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 CONTENT_TYPE_PROTOBUF = "application/x-protobuf"
 CONTENT_TYPE_JSON = "application/json"
 _ENCODINGS_IDENTITY = frozenset({"", "identity"})
+#: Gzip members accepted in one body: writers send one, or a few when they concatenate compressed batches.
+MAX_GZIP_MEMBERS = 1024
+_FIRST_SLICE = 1024
+_LAST_SLICE = 1024 * 1024
 # Both spellings: json_format (like the Collector's reader) accepts the proto field names too, and would read
 # such ids as base64.
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -72,25 +76,37 @@ def decompress(body: bytes, content_encoding: str | None, limit: int) -> bytes:
         raise RequestError(
             415, code_pb2.INVALID_ARGUMENT, f"unsupported content encoding {encoding!r}; use gzip"
         )
-    out = b""
-    data = body
+    parts: list[bytes] = []
+    size = 0
+    view = memoryview(body)
+    position = 0
+    members = 0
     while True:
+        members += 1
+        if members > MAX_GZIP_MEMBERS:
+            raise bad_request(f"more than {MAX_GZIP_MEMBERS} {encoding} members in one body")
         inflater = zlib.decompressobj(wbits)
+        # Input goes in slices that start small and double: at the end of a member zlib copies the input left
+        # over, so feeding the whole rest would make a body of many tiny members cost quadratic time.
+        step = _FIRST_SLICE
         try:
-            # One byte past the limit tells "exactly at the limit" from "over it" without inflating the rest.
-            out += inflater.decompress(data, limit + 1 - len(out))
-            if len(out) > limit:
-                raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
-            out += inflater.flush()
+            while not inflater.eof:
+                if position >= len(view):
+                    raise bad_request(f"truncated {encoding} body")
+                piece = view[position : position + step]
+                position += len(piece)
+                step = min(step * 2, _LAST_SLICE)
+                # One byte past the limit tells "exactly at the limit" from "over it" without inflating more.
+                out = inflater.decompress(piece, limit + 1 - size)
+                size += len(out)
+                if size > limit or inflater.unconsumed_tail:
+                    raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
+                parts.append(out)
         except zlib.error as error:
             raise bad_request(f"invalid {encoding} body: {error}") from None
-        if len(out) > limit:
-            raise too_large(f"decompressed body exceeds the limit of {limit} bytes")
-        if not inflater.eof:
-            raise bad_request(f"truncated {encoding} body")
-        data = inflater.unused_data
-        if not data:
-            return out
+        position -= len(inflater.unused_data)
+        if position >= len(view):
+            return b"".join(parts)
         # A gzip body may hold several members, each a gzip stream of its own, to be read one after the
         # other (RFC 1952; Go's reader, the Collector's, does). Anything else after the end is refused:
         # ignoring it would drop spans while answering success.
@@ -184,23 +200,45 @@ def _convert_ids(message: dict[str, Any]) -> None:
 
 def _where(error: Exception) -> str:
     """Where ``json_format`` failed, never what it read: its messages quote the offending value, and error
-    messages reach the client's logs. The field path (schema names and indices only) is kept."""
+    messages reach the client's logs. Only a path made of OTLP field names and indices is kept."""
     text = str(error)
-    located = _LOCATION.search(text)
-    fields = _FAILED_FIELD.findall(text)
+    fields: list[str] = []
+    rest = text
+    while True:  # the chain of "Failed to parse <field> field: " prefixes, before any value appears
+        prefix = _FAILED_FIELD.match(rest)
+        if prefix is None or prefix.group(1) not in _OTLP_FIELDS:
+            break
+        fields.append(prefix.group(1))
+        rest = rest[prefix.end() :]
+    located = _LOCATION.search(text)  # anchored at the end: the real path follows any quoted value
     if located is not None:
         path = located.group(1)
-        segments = {segment.split("[", 1)[0] for segment in path.split(".")}
-        if fields and fields[-1] not in segments:  # the path stops at the message holding the bad field
-            path += "." + fields[-1]
-        return f"cannot parse the value at {path}"
+        segments = [segment.split("[", 1)[0] for segment in path.split(".")[1:]]
+        if all(segment in _OTLP_FIELDS for segment in segments):
+            if fields and fields[-1] not in segments:  # the path stops at the message holding the bad field
+                path += "." + fields[-1]
+            return f"cannot parse the value at {path}"
     if fields:
         return f"cannot parse the value of {'.'.join(fields)}"
     return f"unreadable structure ({type(error).__name__})"
 
 
-_LOCATION = re.compile(r" at (ExportTraceServiceRequest(?:\.\w+|\[\d+\])*)")
-_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field")
+def _field_names(descriptor: Any, seen: set[str]) -> set[str]:
+    """Every field name (JSON and proto spelling) of ``descriptor`` and the messages below it."""
+    names: set[str] = set()
+    if descriptor.full_name in seen:
+        return names
+    seen.add(descriptor.full_name)
+    for field in descriptor.fields:
+        names.update((field.name, field.json_name))
+        if field.message_type is not None:
+            names |= _field_names(field.message_type, seen)
+    return names
+
+
+_OTLP_FIELDS = frozenset(_field_names(ExportTraceServiceRequest.DESCRIPTOR, set()))
+_LOCATION = re.compile(r" at (ExportTraceServiceRequest(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)\.*$")
+_FAILED_FIELD = re.compile(r"Failed to parse ([A-Za-z_][A-Za-z0-9_]*) field: ")
 
 
 __all__ = [

@@ -3,6 +3,7 @@ scorecard back to the caller."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -26,7 +27,12 @@ from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments
-from .processor import pending_evaluations, pending_spans_under, with_evaluations
+from .processor import (
+    ConfidenceSpanProcessor,
+    pending_evaluations,
+    pending_spans_under,
+    with_evaluations,
+)
 from .recording import _SINK, _SignalSink
 
 __all__ = ["last_scorecard", "scored_answer"]
@@ -210,19 +216,20 @@ def _score(
         span_context = span.get_span_context()
         answer = _answer_record(span)
         records: list[SpanRecord] = []
-        buffered = pending_spans_under(span_context)
-        if buffered:
-            records.extend(SpanRecord.from_readable_span(child) for child in buffered)
-        if sink.attributes:
-            # Every record_signals value of this call, latest last, after the spans beneath (so it wins over
-            # them): some may have gone to spans no processor saw (another provider's, a non-recording one).
+        buffered = pending_spans_under(span_context) or []
+        records.extend(SpanRecord.from_readable_span(child) for child in buffered)
+        # The record_signals values of this call that reached no span a confidence processor reads (a
+        # non-recording span, another provider's, no processor installed), after the spans beneath so that
+        # they win over them.
+        unseen = sink.unread(_read_by_a_processor)
+        if unseen:
             records.append(
                 SpanRecord(
                     trace_id=span_context.trace_id,
                     span_id=_SINK_SPAN_ID,
                     parent_span_id=answer.span_id,
                     name="record_signals",
-                    attributes=dict(sink.attributes),
+                    attributes=unseen,
                 )
             )
         records.append(answer)
@@ -230,7 +237,9 @@ def _score(
             evaluations = pending_evaluations(span_context.trace_id)
             if evaluations:  # logged by an evaluator beneath the answer (see EvaluationLogProcessor)
                 records = with_evaluations(records, evaluations)
-        group = next(g for g in find_answers(records) if g.answer.span_id == answer.span_id)
+        group = next((g for g in find_answers(records) if g.answer.span_id == answer.span_id), None)
+        if group is None:  # cannot happen with the answer record marked; never a bare StopIteration
+            raise RuntimeError("the answer span was not found among its own records")
         overrides = _overrides(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)
     except Exception as error:
@@ -254,12 +263,25 @@ def _score(
     return scored.scorecard
 
 
-def _failed(span: Span) -> None:
+def _read_by_a_processor(span: Span) -> bool:
+    """True when ``span``'s tracer provider has a ``ConfidenceSpanProcessor``, which reads the span itself.
+
+    A guarded read of the SDK span's private processor list: anything unexpected counts as read, so values
+    are never counted twice.
+    """
+    processors = getattr(getattr(span, "_span_processor", None), "_span_processors", None)
+    if not isinstance(processors, tuple):
+        return True
+    return any(isinstance(processor, ConfidenceSpanProcessor) for processor in processors)
+
+
+def _failed(span: Span, *, clear_last: bool = True) -> None:
     # A call that raised produced no answer: declined (rag.answer = false), the processor does not score it, nor
     # its trace's root for the retrieval the call made. Nor is an earlier call's scorecard left to gate on.
     if span.is_recording():
         span.set_attribute(semconv.RAG_ANSWER, False)
-    _LAST.set(None)
+    if clear_last:
+        _LAST.set(None)
 
 
 class _Stream:
@@ -275,9 +297,9 @@ class _Stream:
         self._open_answer = open_answer
         self._finish = finish
 
-    def _start(self) -> tuple[Span, bool, otel_context.Context, _SignalSink]:
+    def _start(self) -> tuple[Span, bool, _Place]:
         span, opened = self._open_answer()
-        return span, opened, trace.set_span_in_context(span), _SignalSink()
+        return span, opened, _Place(trace.set_span_in_context(span), _SignalSink())
 
     def wrap(
         self, function: Callable[..., Generator[Any, Any, Any]]
@@ -286,14 +308,14 @@ class _Stream:
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            span, opened, context, sink = stream._start()
+            span, opened, place = stream._start()
             try:
-                with _current(context, sink):
+                with place.entered():
                     inner = function(*args, **kwargs)
                 sent: Any = None
                 thrown: BaseException | None = None
                 while True:
-                    with _current(context, sink):
+                    with place.entered():
                         try:
                             item = inner.send(sent) if thrown is None else inner.throw(thrown)
                         except StopIteration as stop:
@@ -303,13 +325,13 @@ class _Stream:
                     try:
                         sent = yield item
                     except GeneratorExit:
-                        with _current(context, sink):
+                        with place.entered():
                             inner.close()
                         raise
                     except BaseException as error:  # thrown in by the consumer: the generator's to handle
                         thrown = error
-                with _current(context, sink):
-                    stream._finish(span, sink, result)
+                with place.entered():
+                    stream._finish(span, place.sink, result)
             except BaseException as error:
                 _stream_failed(span, error)
                 raise
@@ -327,14 +349,14 @@ class _Stream:
 
         @functools.wraps(function)
         async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-            span, opened, context, sink = stream._start()
+            span, opened, place = stream._start()
             try:
-                with _current(context, sink):
+                with place.entered():
                     inner = function(*args, **kwargs)
                 sent: Any = None
                 thrown: BaseException | None = None
                 while True:
-                    with _current(context, sink):
+                    with place.entered():
                         try:
                             item = await (inner.asend(sent) if thrown is None else inner.athrow(thrown))
                         except StopAsyncIteration:
@@ -343,13 +365,13 @@ class _Stream:
                     try:
                         sent = yield item
                     except GeneratorExit:
-                        with _current(context, sink):
+                        with place.entered():
                             await inner.aclose()
                         raise
                     except BaseException as error:
                         thrown = error
-                with _current(context, sink):
-                    stream._finish(span, sink, None)  # an async generator returns no value
+                with place.entered():
+                    stream._finish(span, place.sink, None)  # an async generator returns no value
             except BaseException as error:
                 _stream_failed(span, error)
                 raise
@@ -360,19 +382,32 @@ class _Stream:
         return wrapper
 
 
-@contextmanager
-def _current(context: otel_context.Context, sink: _SignalSink) -> Iterator[None]:
-    token = otel_context.attach(context)
-    sink_token = _SINK.set(sink)
-    try:
-        yield
-    finally:
-        _SINK.reset(sink_token)
-        otel_context.detach(token)
+class _Place:
+    """Where a streamed answer's own code runs: the context its last step left (the answer span, or a span its
+    code opened and is still inside, across a ``yield``), and the ``record_signals`` sink of the answer."""
+
+    __slots__ = ("context", "sink")
+
+    def __init__(self, context: otel_context.Context, sink: _SignalSink) -> None:
+        self.context = context
+        self.sink = sink
+
+    @contextmanager
+    def entered(self) -> Iterator[None]:
+        token = otel_context.attach(self.context)
+        sink_token = _SINK.set(self.sink)
+        try:
+            yield
+        finally:
+            self.context = otel_context.get_current()
+            _SINK.reset(sink_token)
+            otel_context.detach(token)
 
 
 def _stream_failed(span: Span, error: BaseException) -> None:
-    _failed(span)
+    # Closed early (GeneratorExit) may happen anywhere, garbage collection included: only a failure the
+    # consumer saw clears the scorecard it reads in its own context.
+    _failed(span, clear_last=not isinstance(error, GeneratorExit))
     if isinstance(error, Exception) and span.is_recording():  # as use_span records a plain call's error
         span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
@@ -380,7 +415,12 @@ def _stream_failed(span: Span, error: BaseException) -> None:
 
 def _answer_record(span: Span) -> SpanRecord:
     if isinstance(span, ReadableSpan):
-        return SpanRecord.from_readable_span(span)
+        record = SpanRecord.from_readable_span(span)
+        if record.attributes.get(semconv.RAG_ANSWER) is not True:
+            # This call returned, so its span is its answer, whatever a nested call that adopted the same
+            # span and failed (rag.answer = false) or a full attribute table left on it.
+            return dataclasses.replace(record, attributes={**record.attributes, semconv.RAG_ANSWER: True})
+        return record
     # A span from another SDK: ids only, marked so that it is its own answer.
     context = span.get_span_context()
     span_id = context.span_id if context.is_valid else _UNRECORDED_ANSWER_SPAN_ID

@@ -7,7 +7,7 @@ or without this package's processor and show up in any backend as plain attribut
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -44,12 +44,29 @@ _UNPREFIXED_CORPUS = {
 
 
 class _SignalSink:
-    """Collects ``record_signals`` values for the ``@scored_answer`` call they happen in (a context-local)."""
+    """Collects ``record_signals`` values for the ``@scored_answer`` call they happen in (a context-local),
+    with the recording span each went to (None: no recording span took it)."""
 
-    __slots__ = ("attributes",)
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.attributes: dict[str, AttributeValue] = {}
+        self.entries: list[tuple[trace.Span | None, dict[str, AttributeValue]]] = []
+
+    def add(self, span: trace.Span | None, attributes: dict[str, AttributeValue]) -> None:
+        if attributes:
+            self.entries.append((span, attributes))
+
+    def unread(self, read_elsewhere: Callable[[trace.Span], bool]) -> dict[str, AttributeValue]:
+        """The values that went to no span the scorer reads through a processor, latest last.
+
+        Values on such a span are left to it: it sits where it belongs in the trace (inside a nested answer,
+        say, whose values must not count for the outer one).
+        """
+        merged: dict[str, AttributeValue] = {}
+        for span, attributes in self.entries:
+            if span is None or not read_elsewhere(span):
+                merged.update(attributes)
+        return merged
 
 
 _SINK: ContextVar[_SignalSink | None] = ContextVar("rag_confidence_signal_sink", default=None)
@@ -113,10 +130,11 @@ def record_signals(**signals: Any) -> bool:
     """
     attributes = signal_attributes(**signals)
     sink = _SINK.get()
-    if sink is not None:
-        sink.attributes.update(attributes)
     span = trace.get_current_span()
-    if not span.is_recording():
+    recording = span.is_recording()
+    if sink is not None:
+        sink.add(span if recording else None, attributes)
+    if not recording:
         if sink is None:
             _log_unrecorded(
                 "record_signals: no recording span is current; %d signal(s) not recorded (see the "

@@ -110,7 +110,8 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
             _default_exporters(kwargs)
             super()._configure(**kwargs)  # type: ignore[no-untyped-call]
             return
-        _configure_sdk(self, _ProcessorFactory(config=config, options=options), kwargs)
+        processor = _configure_sdk(self, _ProcessorFactory(config=config, options=options), kwargs)
+        _remember(processor)  # configure_from_env in the application then returns this setup
 
 
 def configure_from_env(
@@ -133,7 +134,6 @@ def configure_from_env(
         ...  # serve requests
         telemetry.shutdown()
     """
-    global _installed
     current = trace.get_tracer_provider()
     if _installed is not None and current is _installed.tracer_provider:
         _logger.warning(
@@ -150,7 +150,14 @@ def configure_from_env(
         )
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=processor_options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
-    processor = _configure_sdk(configurator, factory, {})
+    return _remember(_configure_sdk(configurator, factory, {}))
+
+
+_installed: Telemetry | None = None
+
+
+def _remember(processor: ConfidenceSpanProcessor | None) -> Telemetry:
+    global _installed
     _installed = Telemetry(
         tracer_provider=trace.get_tracer_provider(),
         meter_provider=metrics.get_meter_provider(),
@@ -158,9 +165,6 @@ def configure_from_env(
         processor=processor,
     )
     return _installed
-
-
-_installed: Telemetry | None = None
 
 
 def _default_exporters(kwargs: dict[str, Any]) -> None:
@@ -240,7 +244,7 @@ def _config_from_env() -> dict[str, Any] | None:
         return None
     try:
         loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         message = f"{ENV_CONFIG}={path!r} is not a readable JSON file: {error}"
         raise ConfigValidationError(message, path=ENV_CONFIG) from error
     if not isinstance(loaded, dict):
