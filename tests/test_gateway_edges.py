@@ -270,6 +270,7 @@ def _base_env(**extra: str) -> dict[str, str]:
             {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_COMPRESSION": "brotli"},
             "gzip or none",
         ),
+        ((), {"OTEL_EXPORTER_OTLP_COMPRESSION": "bogus"}, "gzip, deflate or none"),
         ((), {"OTEL_METRICS_EXPORTER": "prometheus"}, "over OTLP only"),
         (
             (),
@@ -289,6 +290,7 @@ def _base_env(**extra: str) -> dict[str, str]:
     ids=[
         "timeout 5s",
         "compression brotli",
+        "http compression bogus",
         "metrics prometheus",
         "metrics http/json",
         "queue nan",

@@ -212,6 +212,18 @@ def exporter_timeout(signal_variable: str, environ: Mapping[str, str] | None = N
     return None
 
 
+def check_http_compression(signal_variable: str, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a compression the SDK's HTTP exporters do not know (they would log and send uncompressed)."""
+    env = os.environ if environ is None else environ
+    for variable in (signal_variable, OTEL_EXPORTER_OTLP_COMPRESSION):
+        text = (env.get(variable) or "").strip().lower()
+        if not text:
+            continue
+        if text not in ("gzip", "deflate", "none"):
+            raise ConfigValidationError(f"{variable}={text!r}: use gzip, deflate or none", path=variable)
+        return
+
+
 def grpc_compression(signal_variable: str, environ: Mapping[str, str] | None = None) -> grpc.Compression:
     """``signal_variable`` or ``OTEL_EXPORTER_OTLP_COMPRESSION`` for a gRPC exporter: ``gzip`` or ``none``.
 
@@ -249,6 +261,7 @@ def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forw
     if protocol == PROTOCOL_GRPC:
         return GrpcForwarder(timeout, grpc_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env))
     if protocol == PROTOCOL_HTTP_PROTOBUF:
+        check_http_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env)
         return HttpForwarder(timeout)
     if protocol == PROTOCOL_HTTP_JSON:
         raise ConfigValidationError(

@@ -27,6 +27,7 @@ from .forward import (
     DEFAULT_PROTOCOL,
     PROTOCOL_GRPC,
     PROTOCOL_HTTP_PROTOBUF,
+    check_http_compression,
     exporter_timeout,
     grpc_compression,
 )
@@ -179,6 +180,7 @@ def metric_exporter_from_environment(environ: Mapping[str, str] | None = None) -
             OTLPMetricExporter as HttpMetricExporter,
         )
 
+        check_http_compression(OTEL_EXPORTER_OTLP_METRICS_COMPRESSION, env)
         return HttpMetricExporter(timeout=timeout)
     raise ConfigValidationError(
         f"unsupported OTLP metrics protocol {protocol!r}; use grpc or http/protobuf",
