@@ -154,8 +154,15 @@ def input_warnings(inputs: dict[str, Any], config: dict[str, Any]) -> list[Warni
                     f"candidates[{index}].combinedScore",
                 )
             )
-        scores = candidate["retrievalScores"]
-        out_of_range = [method for method, score in scores.items() if not 0 <= score <= 1]
+        out_of_range: list[str] | None = None
+        for method, score in candidate["retrievalScores"].items():
+            if not 0 <= score <= 1:
+                if out_of_range is None:
+                    out_of_range = [method]
+                else:
+                    out_of_range.append(method)
+        if out_of_range is None:
+            continue
         if len(out_of_range) > 1:
             out_of_range = js_key_order(out_of_range)  # warnings in the reference's key order
         for method in out_of_range:
