@@ -428,3 +428,42 @@ def assert_scoreable(inputs: dict[str, Any]) -> None:
         assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
     assert 0 <= scorecard.total <= 100
     assert scorecard.meta.raw_total is not None
+
+
+class ManyDocumentsRetriever(BaseRetriever):
+    """Returns more documents than a span's default attribute limit (128) can hold."""
+
+    count: int = 64
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(id=f"d{index}", page_content=f"text {index}", metadata={"score": 1 - index / 200})
+            for index in range(self.count)
+        ]
+
+
+def test_a_retrieval_past_the_attribute_limit_keeps_the_documents_left_and_says_how_many_it_lost(
+    openinference: InMemorySpanExporter,
+) -> None:
+    openinference.clear()
+    ManyDocumentsRetriever(count=64).invoke("q")
+    (span,) = openinference.get_finished_spans()
+    assert (span.attributes or {}).get(
+        semconv.OPENINFERENCE_SPAN_KIND
+    ) == semconv.OPENINFERENCE_KIND_RETRIEVER
+    assert span.dropped_attributes > 0  # the SDK evicted the first document's attributes
+    kept = {
+        int(key.split(".")[2])
+        for key in (span.attributes or {})
+        if key.startswith(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.") and key.endswith(".document.content")
+    }
+    (group,) = find_answers(records_from_readable_spans([span]))
+    extracted = extract_signals(group.spans)
+    lost = min(kept)
+    assert lost >= 1
+    assert len(extracted.inputs["candidates"]) == len(
+        kept
+    )  # was 0: nothing read past a missing first document
+    assert extracted.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS] == lost

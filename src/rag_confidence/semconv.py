@@ -256,6 +256,8 @@ METRIC_ATTR_GATEWAY_REASON: Final = "rag.confidence.gateway.reason"
 GATEWAY_TRANSPORT_GRPC: Final = "grpc"
 GATEWAY_TRANSPORT_HTTP: Final = "http"
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
+#: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
+RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process span processor (``rag_confidence.otel.pipeline``): the gateway's counterparts, same suffixes, units

@@ -154,6 +154,8 @@ def extract_signals(
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] = True
     if assembled.unscored:
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] = assembled.unscored
+    if reader.dropped_documents:
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS] = reader.dropped_documents
     if reader.skipped:
         diagnostics[semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED] = reader.skipped
     return ExtractedSignals(

@@ -89,7 +89,47 @@ def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> li
                 document_id, score, None, content, reader.mapping(metadata) if metadata is not None else None
             )
         )
+    if not documents:
+        return _documents_after_eviction(attributes, prefix, reader)
     return documents
+
+
+def _documents_after_eviction(
+    attributes: Mapping[str, Any], prefix: str, reader: Reader
+) -> list[RawDocument]:
+    """The documents left when the first ones are missing, counted as dropped.
+
+    A span at the SDK's attribute limit drops its oldest attributes for new ones: the first documents go, while
+    the span kind survives (both OpenInference tracers set it again after the documents).
+    """
+    found = indexed(attributes, prefix, reader)
+    if not found:
+        return []
+    first = _first_index(attributes, prefix)
+    reader.dropped_documents += first
+    documents = []
+    for item in found:
+        metadata = item.get(_DOCUMENT_PREFIX + "metadata")
+        documents.append(
+            RawDocument(
+                item.get(_DOCUMENT_PREFIX + "id"),
+                item.get(_DOCUMENT_PREFIX + "score"),
+                None,
+                item.get(_DOCUMENT_PREFIX + "content"),
+                reader.mapping(metadata) if metadata is not None else None,
+            )
+        )
+    return documents
+
+
+def _first_index(attributes: Mapping[str, Any], prefix: str) -> int:
+    dotted = prefix + "."
+    indices = [
+        int(head)
+        for key in attributes
+        if key.startswith(dotted) and (head := key[len(dotted) :].partition(".")[0]).isdigit()
+    ]
+    return min(indices) if indices else 0
 
 
 def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
