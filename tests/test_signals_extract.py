@@ -134,6 +134,19 @@ def test_multi_query_keeps_the_best_score_of_one_method() -> None:
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
 
 
+def test_two_methods_whose_rescaled_scores_coincide_stay_two_methods() -> None:
+    # BM25 (8.5) and SPLADE (3.2) each find one document: both rescale to 1.0, yet they are two methods.
+    bm25 = retrieval(2, [{"id": "doc-1", "score": 8.5}], source="bm25", end=1)
+    splade = retrieval(3, [{"id": "doc-1", "score": 3.2}], source="splade", end=2)
+    signals = extract_signals([answer(), bm25, splade])
+    (candidate,) = signals.inputs["candidates"]
+    assert candidate["retrievalScores"] == {"bm25": 1.0, "splade": 1.0}
+    # The same retriever reported twice (two tracers on one retriever) still counts once.
+    again = retrieval(4, [{"id": "doc-1", "score": 8.5}], source="bm25", end=3)
+    (candidate,) = extract_signals([answer(), bm25, again]).inputs["candidates"]
+    assert candidate["retrievalScores"] == {"bm25": 1.0}
+
+
 def test_metadata_key_map_fields_and_ranks() -> None:
     metadata = {
         "doc_id": "m1",

@@ -100,7 +100,9 @@ def organize(
 
 
 def _same_report(first: Retrieval, second: Retrieval) -> bool:
-    if len(first.documents) != len(second.documents):
+    # One retriever gets one method name under every tracer; two methods that happen to report the same
+    # documents with the same (rescaled) scores are still two methods.
+    if first.method != second.method or len(first.documents) != len(second.documents):
         return False
     for a, b in zip(first.documents, second.documents, strict=True):
         if a.key != b.key:
