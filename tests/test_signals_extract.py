@@ -147,6 +147,25 @@ def test_two_methods_whose_rescaled_scores_coincide_stay_two_methods() -> None:
     assert candidate["retrievalScores"] == {"bm25": 1.0}
 
 
+def test_a_method_without_ids_merges_by_text_with_a_method_that_has_them() -> None:
+    texts = ["Refunds within 30 days.", "Shipping takes a week."]
+    vector = retrieval(
+        2,
+        [{"id": f"doc-{i}", "score": 0.9 - i / 10, "content": t} for i, t in enumerate(texts)],
+        source="vector",
+        end=1,
+    )
+    keyword = retrieval(
+        3, [{"score": 0.8 - i / 10, "content": t} for i, t in enumerate(texts)], source="bm25", end=2
+    )
+    for order in ([vector, keyword], [keyword, vector]):
+        candidates = extract_signals([answer(), *order]).inputs["candidates"]
+        assert [(c.get("documentId"), sorted(c["retrievalScores"])) for c in candidates] == [
+            ("doc-0", ["bm25", "vector"]),
+            ("doc-1", ["bm25", "vector"]),
+        ]
+
+
 def test_metadata_key_map_fields_and_ranks() -> None:
     metadata = {
         "doc_id": "m1",

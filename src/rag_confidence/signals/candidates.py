@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._values import Document, Retrieval
+from .documents import content_key
 from .records import SpanRecord
 
 
@@ -129,6 +130,7 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     """Merge method retrievals (in the order their spans ended) into candidates, ordered by ``presenter``."""
     merged: list[Merged] = []
     index: dict[str, Merged] = {}
+    _alias_content_when_some_lack_ids(methods, presenter)
     for retrieval in methods:
         method = retrieval.method
         for document in retrieval.documents:
@@ -179,6 +181,25 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
             candidate["rank"] = position
         candidates.append(candidate)
     return Assembled(candidates, presented, unscored, dropped)
+
+
+def _alias_content_when_some_lack_ids(methods: Sequence[Retrieval], presenter: Retrieval | None) -> None:
+    """When some document is known by its text only (a retriever that sets no ids, such as LangChain's
+    ``BM25Retriever.from_texts``), documents with ids become known by their text too, so that the same text
+    from two methods is one candidate. Only then: hashing every document's text costs."""
+    retrievals = [*methods, presenter] if presenter is not None else list(methods)
+    if not any(
+        document.id is None and document.content
+        for retrieval in retrievals
+        for document in retrieval.documents
+    ):
+        return
+    for retrieval in retrievals:
+        for document in retrieval.documents:
+            if document.id is not None and document.content:
+                text_key = content_key(document.content)
+                if text_key not in document.aliases:
+                    document.aliases = (*document.aliases, text_key)
 
 
 def _best_score_first(entry: Merged) -> float:

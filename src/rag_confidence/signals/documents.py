@@ -43,7 +43,7 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
         if ids:
             key = ids[0]
         elif content:
-            key = _content_key(content)
+            key = content_key(content)
         else:
             key = f"span:{raw.span.span_id:x}:{index}"
         documents.append(
@@ -151,7 +151,7 @@ def _ids(item: RawDocument, metadata_ids: list[Any], reader: Reader) -> tuple[st
     return tuple(ids)
 
 
-def _content_key(content: str) -> str:
+def content_key(content: str) -> str:
     # Documents without ids still merge across methods when their text is identical.
     return (
         "content:" + hashlib.sha1(content.encode("utf-8", "replace"), usedforsecurity=False).hexdigest()[:16]
