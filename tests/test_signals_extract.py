@@ -81,6 +81,14 @@ def test_citation_rules(text: str, cited: int, invalid: int, coverage: float | N
     assert signals.inputs["citationCoverageScore"] == pytest.approx(coverage)
 
 
+def test_a_reference_shaped_like_the_retrieved_ids_is_an_id_not_a_position() -> None:
+    documents = [{"id": f"doc-{n}", "score": 0.9 - n / 10} for n in (1, 2, 4)]
+    text = "Known [doc-2]. Not retrieved [doc-3]. Third shown [3]."
+    signals = extract_signals([answer(), retrieval(2, documents), generation(text)])
+    assert signals.inputs["citationCount"] == 2  # doc-2 and the third document by position
+    assert signals.inputs["invalidCitationCount"] == 1  # doc-3 was never retrieved
+
+
 def test_custom_citation_pattern_and_zero_based_positions() -> None:
     options = SignalOptions(citation_patterns=(r"【(\d+)】",), citation_position_base=0)
     signals = extract_signals([answer(), retrieval(2, DOCS), generation("Yes【0】【2】【3】.")], options)

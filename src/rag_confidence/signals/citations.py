@@ -73,11 +73,22 @@ class _Matcher:
         if by_id is not None:
             return by_id
         position = _POSITION.match(reference)
-        if position is not None:
+        if position is not None and not self._id_shaped(reference, position.start(1)):
             index = int(position.group(1)) - self._base
             if 0 <= index < len(self._presented):
                 return index
         return None
+
+    def _id_shaped(self, reference: str, digits_at: int) -> bool:
+        """True when ``reference`` (``doc-3``) has the shape of the presented documents' own ids (``doc-1``,
+        ``doc-2``, ``doc-4``): then it names an id, and one not retrieved is invalid, not a position."""
+        prefix = reference[:digits_at].casefold()
+        if not prefix:
+            return False  # a bare number is a position whatever the ids look like
+        for identity in self._exact:
+            if identity.casefold().startswith(prefix) and identity[digits_at:].isdigit():
+                return True
+        return False
 
 
 def _overlaps(start: int, end: int, taken: list[tuple[int, int]]) -> bool:
