@@ -75,11 +75,57 @@ def test_jsonl_keeps_going_after_bad_lines() -> None:
         "type": "InputValidationError",
         "message": out[2]["error"]["message"],
         "path": "candidates[0].combinedScore",
+        "line": 3,
     }
     assert out[3]["error"]["type"] == "ConfigValidationError" and out[3]["error"]["path"] == "retrieval.topK"
     assert out[4]["error"]["type"] == "InputValidationError"
     assert out[5]["recommendedAction"] == "abstain"
+    # Every error names its line, in the message too.
+    assert [o["error"]["line"] for o in out if "error" in o] == [2, 3, 4, 5]
+    assert all(o["error"]["message"].startswith(f"line {o['error']['line']}: ") for o in out if "error" in o)
     assert result.returncode == 1  # some lines failed
+
+
+def test_jsonl_lines_json_cannot_read_become_error_lines_and_the_batch_goes_on(tmp_path: Path) -> None:
+    good = json.dumps({"supportLevel": "high", "candidates": []}).encode()
+    lines = [
+        good,
+        b"",  # blank: skipped
+        b'{"supportLevel": "high\xff", "candidates": []}',  # not UTF-8
+        b'{"citationCount": ' + b"9" * 5000 + b"}",  # an int Python refuses to convert
+        b"[" * 100_000,  # nested too deeply
+        good,
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    from_file = run("score", "--jsonl", str(path))
+    from_stdin = subprocess.run(
+        [sys.executable, "-m", "rag_confidence.cli", "score", "--jsonl", "-"],
+        input=path.read_bytes(),
+        capture_output=True,
+        timeout=60,
+    )
+    for stdout, stderr, code in (
+        (from_file.stdout, from_file.stderr, from_file.returncode),
+        (from_stdin.stdout.decode(), from_stdin.stderr.decode(), from_stdin.returncode),
+    ):
+        assert "Traceback" not in stderr
+        out = [json.loads(line) for line in stdout.splitlines()]
+        assert [o["error"]["line"] if "error" in o else "ok" for o in out] == ["ok", 3, 4, 5, "ok"]
+        assert code == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[" * 100_000, '{"citationCount": ' + "9" * 5000 + "}"],
+    ids=["nested too deeply", "an int too long"],
+)
+def test_score_reports_json_python_cannot_read_in_one_line(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(content)
+    result = run("score", str(path))
+    assert result.returncode == 2
+    assert "is not valid JSON" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

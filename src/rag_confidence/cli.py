@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from .errors import RagConfidenceError
 from .scoring import compute_confidence
@@ -56,30 +57,43 @@ def score_request(request: Any) -> ConfidenceScorecard:
     return compute_confidence(inputs, config)
 
 
-def _error_line(kind: str, message: str, path: str | None) -> str:
-    return json.dumps({"error": {"type": kind, "message": message, "path": path}}, ensure_ascii=False)
+def _error_line(kind: str, message: str, path: str | None, line: int) -> str:
+    error = {"type": kind, "message": f"line {line}: {message}", "path": path, "line": line}
+    return json.dumps({"error": error}, ensure_ascii=False)
 
 
-def _score_jsonl(stream: TextIO, out: TextIO) -> int:
+def _score_jsonl(stream: BinaryIO, out: TextIO) -> int:
+    """Score one request per line; a line that cannot be scored yields an error line, and the batch goes on.
+    Blank lines are skipped (they hold no request)."""
     failures = 0
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
+    for number, raw in enumerate(stream, start=1):
+        if not raw.strip():
             continue
         try:
-            card = score_request(json.loads(line))
-        except json.JSONDecodeError as error:
-            failures += 1
-            out.write(_error_line("JSONDecodeError", f"line {number}: {error}", None) + "\n")
+            card = score_request(json.loads(raw.decode("utf-8")))
         except RequestError as error:
             failures += 1
-            out.write(_error_line(error.kind, f"line {number}: {error}", error.path) + "\n")
+            out.write(_error_line(error.kind, str(error), error.path, number) + "\n")
         except RagConfidenceError as error:
             failures += 1
-            out.write(_error_line(type(error).__name__, str(error), error.path) + "\n")
+            out.write(_error_line(type(error).__name__, str(error), error.path, number) + "\n")
+        except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, too deep, an int too long
+            failures += 1
+            out.write(
+                _error_line("JSONDecodeError", f"not a JSON request: {_reason(error)}", None, number) + "\n"
+            )
         else:
             out.write(to_reference_json(card) + "\n")
         out.flush()
     return 1 if failures else 0
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8"
+    return str(error)
 
 
 def _read(source: str) -> str:
@@ -92,23 +106,29 @@ def _read(source: str) -> str:
 def _cmd_score(args: argparse.Namespace) -> int:
     if args.jsonl:
         if args.file == "-":
-            return _score_jsonl(sys.stdin, sys.stdout)
+            return _score_jsonl(sys.stdin.buffer, sys.stdout)
         try:
-            with open(args.file, encoding="utf-8") as handle:
-                return _score_jsonl(handle, sys.stdout)
+            handle = open(args.file, "rb")  # noqa: SIM115 (closed below; read errors only are caught here)
         except OSError as error:
             print(f"rag-confidence score: cannot read {args.file}: {error.strerror}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        with handle:
+            return _score_jsonl(handle, sys.stdout)
     try:
-        card = score_request(json.loads(_read(args.file)))
+        text = _read(args.file)
     except OSError as error:
         print(f"rag-confidence score: cannot read {args.file}: {error.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        print(f"rag-confidence score: {args.file} is not valid JSON: {error}", file=sys.stderr)
+    except UnicodeDecodeError:
+        print(f"rag-confidence score: {args.file} is not valid JSON: not UTF-8", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        card = score_request(json.loads(text))
     except (RequestError, RagConfidenceError) as error:
         print(f"rag-confidence score: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ValueError, RecursionError) as error:
+        print(f"rag-confidence score: {args.file} is not valid JSON: {_reason(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(to_reference_json(card, indent=2) + "\n" if args.json else render_scorecard(card))
     return 0
@@ -169,8 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        # Python would flush stdout again at exit and complain; point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as error:  # writing the output failed (a full disk, say)
+        print(f"rag-confidence: cannot write the output: {error.strerror or error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":
