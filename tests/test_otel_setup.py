@@ -7,6 +7,7 @@ in subprocesses because global providers can be set once per process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -361,3 +362,26 @@ def test_configure_from_env_under_the_zero_code_configurator_returns_its_setup(
     assert result.returncode == 0, result.stderr
     assert "configure_from_env was called again" in result.stderr
     assert_scored_over_otlp(servicer)
+
+
+def test_configure_from_env_reads_the_scoring_config_file_as_the_zero_code_setup_does(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    servicer, port = receiver
+    config = tmp_path / "scoring.json"
+    # An answerAt of 10 and no review-on-warnings: the app's answer is "answer", not the default "review".
+    config.write_text(json.dumps({"actionPolicy": {"answerAt": 10, "reviewOnWarnings": []}}))
+    program = "from rag_confidence.otel import configure_from_env\ntelemetry = configure_from_env()\n"
+    program += APP + "telemetry.shutdown()\n"
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env=otlp_env(port, RAG_CONFIDENCE_CONFIG=str(config)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: "answer" in servicer.spans())
+    expected = compute_confidence(EXPECTED_INPUTS, json.loads(config.read_text()))
+    scored = attributes(servicer.spans()["answer"].attributes)
+    assert scored[semconv.RAG_CONFIDENCE_ACTION] == expected.recommended_action == "answer"

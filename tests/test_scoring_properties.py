@@ -330,3 +330,16 @@ def test_snake_case_and_iso_dates_are_accepted() -> None:
     )
     assert camel.model_dump() == snake.model_dump()
     assert camel.dimensions.freshness is not None and camel.dimensions.freshness.raw == 15
+
+
+def test_an_unknown_preset_or_validation_mode_scores_as_the_reference_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inputs = {"supportLevel": "high", "hasConflict": False, "candidates": []}
+    with caplog.at_level("WARNING", logger="rag_confidence.scoring.validation"):
+        typo = compute_confidence(inputs, {"preset": "production-v03-typo", "validation": "Strict-typo"})
+        compute_confidence(inputs, {"preset": "production-v03-typo", "validation": "Strict-typo"})
+    assert typo.total == compute_confidence(inputs).total  # the reference's defaults: no error
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("production-v03-typo" in message for message in messages) == 1
+    assert sum("Strict-typo" in message for message in messages) == 1

@@ -124,7 +124,9 @@ def configure_from_env(
 
     ``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_METRIC_EXPORT_INTERVAL``, ... all apply; each ``OTEL_*_EXPORTER``
-    defaults to ``otlp``. The providers become the global ones: call this once, at startup, before anything
+    defaults to ``otlp``; ``RAG_CONFIDENCE_CONFIG`` (a JSON scoring config file) applies when ``config`` is None
+    and ``RAG_CONFIDENCE_BACKGROUND_SCORING`` when ``background_scoring`` is not passed, as in the zero-code
+    setup. The providers become the global ones: call this once, at startup, before anything
     sets a global tracer provider (else :class:`~rag_confidence.errors.TelemetrySetupError`; a second call
     returns the first call's setup). ``config`` and
     ``processor_options`` go to :class:`ConfidenceSpanProcessor`; evaluators' ``gen_ai.evaluation.result`` log
@@ -148,7 +150,11 @@ def configure_from_env(
             "before anything sets one, or add the processor to yours: "
             "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
         )
-    factory = _ProcessorFactory(config=config, signal_options=signal_options, options=processor_options)
+    if config is None:
+        config = _config_from_env()  # as the zero-code setup reads it; a bad file raises here, at startup
+    options = dict(processor_options)
+    options.setdefault("background_scoring", _flag(ENV_BACKGROUND_SCORING))
+    factory = _ProcessorFactory(config=config, signal_options=signal_options, options=options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
     return _remember(_configure_sdk(configurator, factory, {}))
 

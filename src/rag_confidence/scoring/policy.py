@@ -24,7 +24,6 @@ from typing import Any
 from .warnings import Warning_, warning
 
 PRODUCTION_PRESET = "production-v0.3"
-PRESETS = ("legacy-v0.2", "balanced-v0.3", PRODUCTION_PRESET)
 DEFAULT_ACTION_POLICY: dict[str, Any] = {
     "answerAt": 65,
     "reviewAt": 40,

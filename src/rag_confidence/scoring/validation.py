@@ -7,6 +7,7 @@ raises on the *first* warning and the first config error wins.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..errors import ConfigValidationError, InputValidationError
@@ -17,6 +18,10 @@ from .dimensions.relevance import DEFAULT_BANDS as RELEVANCE_BANDS
 from .dimensions.retrieval import DEFAULT_BANDS as RETRIEVAL_BANDS
 from .warnings import Warning_, warning
 
+_logger = logging.getLogger(__name__)
+# The reference's preset names (policy.py holds their meaning; it imports this module).
+PRESETS = ("legacy-v0.2", "balanced-v0.3", "production-v0.3")
+
 OUT_OF_RANGE = "input-out-of-range"
 
 
@@ -25,7 +30,14 @@ def _fail(path: str, message: str) -> ConfigValidationError:
 
 
 def validate_config(config: dict[str, Any]) -> None:
-    """Raise :class:`ConfigValidationError` for the first invalid setting, in the reference's order."""
+    """Raise :class:`ConfigValidationError` for the first invalid setting, in the reference's order.
+
+    An unknown ``preset`` or ``validation`` is no error (the reference accepts any string and uses its
+    defaults, and the golden cases hold us to that), but a typo there silently drops the production
+    requirements or strict mode: it is logged as a warning, once per value.
+    """
+    _warn_unknown("preset", config.get("preset"), PRESETS, "balanced-v0.3")
+    _warn_unknown("validation", config.get("validation"), ("warn", "strict"), "warn")
     _validate_retrieval(config.get("retrieval"))
     relevance = config.get("relevance")
     if relevance is not None:
@@ -52,6 +64,22 @@ def _positive_integer_or_absent(value: Any) -> bool:
 
 def _non_negative_or_absent(value: Any) -> bool:
     return value is None or (is_finite(value) and value >= 0)
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unknown(field: str, value: Any, known: tuple[str, ...], default: str) -> None:
+    if value is None or value in known or (field, str(value)) in _warned:
+        return
+    _warned.add((field, str(value)))
+    _logger.warning(
+        "rag-confidence: unknown %s %r (known: %s): scoring as with %r, as the reference does",
+        field,
+        value,
+        ", ".join(known),
+        default,
+    )
 
 
 def _validate_retrieval(retrieval: dict[str, Any] | None) -> None:
