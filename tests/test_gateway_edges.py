@@ -277,8 +277,15 @@ def _base_env(**extra: str) -> dict[str, str]:
             {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/json"},
             "metrics protocol",
         ),
-        (("--queue-timeout", "nan"), {}, "finite"),
-        (("--shutdown-timeout", "-1"), {}, "shutdown_timeout"),
+        (("--queue-timeout", "nan"), {}, "--queue-timeout: expected a finite number"),
+        (
+            (),
+            {"RAG_CONFIDENCE_GATEWAY_QUEUE_TIMEOUT": "nan"},
+            "RAG_CONFIDENCE_GATEWAY_QUEUE_TIMEOUT: expected",
+        ),
+        (("--shutdown-timeout", "-1"), {}, "--shutdown-timeout must be"),
+        (("--max-request-bytes", "-5"), {}, "--max-request-bytes must be positive"),
+        ((), {"RAG_CONFIDENCE_GATEWAY_NO_SCORING": "maybe"}, "expected true or false"),
         (("--assembly-max-age", "inf"), {}, "finite"),
         (("--log-level", "verbose"), {}, "invalid choice"),
         (
@@ -294,7 +301,10 @@ def _base_env(**extra: str) -> dict[str, str]:
         "metrics prometheus",
         "metrics http/json",
         "queue nan",
+        "queue nan in the environment",
         "shutdown -1",
+        "request bytes -5",
+        "kill switch maybe",
         "window inf",
         "log level",
         "tls files",
@@ -348,6 +358,15 @@ def test_a_busy_grpc_port_is_a_clear_error() -> None:
             timeout=60,
         )
     assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_main_returns_the_exit_status_for_arguments_argparse_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from rag_confidence.gateway import main
+
+    assert main(["--no-such-flag"]) == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_the_scoring_flag_wins_over_the_no_scoring_variable() -> None:

@@ -72,8 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the gateway; returns the process exit status (0 after a clean SIGTERM/SIGINT shutdown)."""
-    args = build_parser().parse_args(argv)
+    """Run the gateway; returns the process exit status (0 after a clean SIGTERM/SIGINT shutdown, 2 for bad
+    arguments or settings, as argparse exits for the command line)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # --help, or arguments argparse refused (it printed why)
+        return exit.code if isinstance(exit.code, int) else 2
     return run_from_arguments(args)
 
 
@@ -83,8 +87,8 @@ def run_from_arguments(args: argparse.Namespace) -> int:
     )
     try:
         config = config_from_arguments(args)
+        forwarder = forwarder_from_environment()  # our checks of the variables first: one clear line
         check_exporter_seams()
-        forwarder = forwarder_from_environment()
         meter_provider = meter_provider_from_environment()
         gateway = Gateway(config, forwarder, meter_provider=meter_provider)
     except (RagConfidenceError, RuntimeError, OSError, ValueError) as error:

@@ -38,6 +38,18 @@ ENV_ASSEMBLY_MAX_BYTES = ENV_PREFIX + "ASSEMBLY_MAX_BYTES"
 ENV_SHUTDOWN_TIMEOUT = ENV_PREFIX + "SHUTDOWN_TIMEOUT"
 ENV_SCORING_CONFIG = ENV_PREFIX + "SCORING_CONFIG"
 ENV_NO_SCORING = ENV_PREFIX + "NO_SCORING"
+# The flag each numeric variable stands for, to name what the user actually wrote in an error.
+_FLAG_OF_ENV = {
+    ENV_MAX_REQUEST_BYTES: "--max-request-bytes",
+    ENV_MAX_CONCURRENT: "--max-concurrent-requests",
+    ENV_MAX_QUEUED: "--max-queued-requests",
+    ENV_QUEUE_TIMEOUT: "--queue-timeout",
+    ENV_RETRY_AFTER: "--retry-after",
+    ENV_ASSEMBLY_MAX_AGE: "--assembly-max-age",
+    ENV_ASSEMBLY_MAX_TRACES: "--assembly-max-traces",
+    ENV_ASSEMBLY_MAX_BYTES: "--assembly-max-bytes",
+    ENV_SHUTDOWN_TIMEOUT: "--shutdown-timeout",
+}
 
 DEFAULT_GRPC_LISTEN = "0.0.0.0:4317"
 DEFAULT_HTTP_LISTEN = "0.0.0.0:4318"
@@ -118,20 +130,27 @@ class GatewayConfig:
     def __post_init__(self) -> None:
         if self.grpc_listen is None and self.http_listen is None:
             raise ConfigValidationError("both listeners are disabled; enable --grpc-listen or --http-listen")
-        for name in ("max_request_bytes", "max_concurrent_requests"):
-            if getattr(self, name) <= 0:
-                raise ConfigValidationError(f"{name} must be positive", path=name)
-        if self.max_queued_requests < 0 or self.queue_timeout < 0 or self.retry_after < 0:
-            raise ConfigValidationError("queue and retry settings must not be negative")
-        for name, value in (
-            ("queue_timeout", self.queue_timeout),
-            ("shutdown_timeout", self.shutdown_timeout),
-            ("assembly.max_age", self.assembly.max_age),
+        for option, value in (
+            ("--max-request-bytes", self.max_request_bytes),
+            ("--max-concurrent-requests", self.max_concurrent_requests),
         ):
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigValidationError(f"{name} must be a finite number of seconds >= 0", path=name)
-        if self.assembly.max_traces < 0 or self.assembly.max_bytes < 0:
-            raise ConfigValidationError("assembly bounds must not be negative", path="assembly")
+            if value <= 0:
+                raise ConfigValidationError(f"{option} must be positive", path=option)
+        for option, value in (
+            ("--max-queued-requests", self.max_queued_requests),
+            ("--retry-after", self.retry_after),
+            ("--assembly-max-traces", self.assembly.max_traces),
+            ("--assembly-max-bytes", self.assembly.max_bytes),
+        ):
+            if value < 0:
+                raise ConfigValidationError(f"{option} must not be negative", path=option)
+        for option, seconds in (
+            ("--queue-timeout", self.queue_timeout),
+            ("--shutdown-timeout", self.shutdown_timeout),
+            ("--assembly-max-age", self.assembly.max_age),
+        ):
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ConfigValidationError(f"{option} must be a finite number of seconds >= 0", path=option)
         if self.scoring_config is not None:
             create_scorer(dict(self.scoring_config))  # a bad scoring config fails at start, not per answer
         if self.auth_token is not None and not self.auth_token.strip():
@@ -225,7 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     scoring = parser.add_argument_group("scoring")
     scoring.add_argument(
-        "--scoring-config", metavar="JSON", help=f"ScoringConfig as a JSON file (env {ENV_SCORING_CONFIG})"
+        "--scoring-config", metavar="PATH", help=f"ScoringConfig as a JSON file (env {ENV_SCORING_CONFIG})"
     )
     scoring.add_argument(
         "--no-scoring",
@@ -256,14 +275,13 @@ def config_from_arguments(
         text = pick(flag, env_name)
         if text is None or not text.strip():
             return default
+        source = _FLAG_OF_ENV.get(env_name, env_name) if flag is not None else env_name
         try:
             value = kind(text)
         except ValueError:
-            raise ConfigValidationError(
-                f"{env_name}: expected a number, got {text!r}", path=env_name
-            ) from None
+            raise ConfigValidationError(f"{source}: expected a number, got {text!r}", path=source) from None
         if not math.isfinite(value):
-            raise ConfigValidationError(f"{env_name}: expected a finite number, got {text!r}", path=env_name)
+            raise ConfigValidationError(f"{source}: expected a finite number, got {text!r}", path=source)
         return value
 
     def address(flag: object, env_name: str, default: str, option: str) -> ListenAddress | None:
@@ -330,8 +348,15 @@ def _check_tls(tls: TlsSettings) -> None:
             ) from None
 
 
-def _truthy(text: str | None) -> bool:
-    return text is not None and text.strip().lower() in {"1", "true", "yes", "on"}
+def _truthy(text: str | None, variable: str = ENV_NO_SCORING) -> bool:
+    """A boolean variable; anything but the usual spellings stops the gateway (a kill switch must not be
+    misread as off)."""
+    value = (text or "").strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"", "0", "false", "no", "off"}:
+        return False
+    raise ConfigValidationError(f"{variable}={text!r}: expected true or false", path=variable)
 
 
 def _load_token(path: str | None, value: str | None) -> str | None:
