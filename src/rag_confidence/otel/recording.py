@@ -100,7 +100,7 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
         if attribute is None:
             raise TypeError(
                 f"record_signals got an unexpected keyword {keyword!r}; "
-                f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS]))}"
+                f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS, *_UNPREFIXED_CORPUS]))}"
             )
         attributes[attribute] = _attribute_value(value)
     return attributes
