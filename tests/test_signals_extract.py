@@ -404,3 +404,17 @@ def test_integers_beyond_any_float_are_skipped_not_raised() -> None:
     # "a" has no readable score, so it is reported as unscored rather than guessed.
     assert [candidate["documentId"] for candidate in signals.inputs["candidates"]] == ["b"]
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 1
+
+
+def test_thousands_of_citation_markers_are_read_in_near_linear_time() -> None:
+    import time
+
+    text = " ".join(f"Claim {i} [{i % 4}]." for i in range(8000))
+    started = time.process_time()
+    signals = extract_signals([answer(), retrieval(2, DOCS), generation(text)])
+    # Not a speed target: a generous bound the quadratic reading (over 5 s here) exceeds by far.
+    assert time.process_time() - started < 2.0
+    assert (
+        signals.inputs["citationCount"] == 3 and signals.inputs["invalidCitationCount"] == 1
+    )  # [0] is no position
+    assert signals.inputs["citationCoverageScore"] == 0.75

@@ -19,6 +19,7 @@ penalised for missing ones (the diagnostics still report ``0`` markers).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Sequence
 
@@ -91,20 +92,41 @@ class _Matcher:
         return False
 
 
-def _overlaps(start: int, end: int, taken: list[tuple[int, int]]) -> bool:
-    return any(start < other_end and other_start < end for other_start, other_end in taken)
+class _Taken:
+    """Non-overlapping ``[start, end)`` spans, sorted, for overlap checks in logarithmic time: an answer with
+    thousands of markers must not cost quadratic time."""
+
+    __slots__ = ("_starts", "_ends")
+
+    def __init__(self, spans: Iterable[tuple[int, int]] = ()) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        for start, end in spans:
+            self.add(start, end)
+
+    def overlaps(self, start: int, end: int) -> bool:
+        # Spans are disjoint and sorted, so ends ascend with starts: only the neighbours can overlap.
+        index = bisect.bisect_right(self._starts, start)
+        if index and self._ends[index - 1] > start:
+            return True
+        return index < len(self._starts) and self._starts[index] < end
+
+    def add(self, start: int, end: int) -> None:
+        index = bisect.bisect_right(self._starts, start)
+        self._starts.insert(index, start)
+        self._ends.insert(index, end)
 
 
 def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[int, int, str]]:
     """``(start, end, reference)`` of every marker, without overlapping matches of different patterns."""
     found: list[tuple[int, int, str]] = []
-    taken: list[tuple[int, int]] = []
+    taken = _Taken()
     for pattern in patterns:
         for match in pattern.finditer(text):
             start, end = match.span()
-            if _overlaps(start, end, taken):
+            if taken.overlaps(start, end):
                 continue
-            taken.append((start, end))
+            taken.add(start, end)
             group = match.group(1) or ""
             for reference in _SPLIT_REFERENCES.split(group):
                 if reference:
@@ -116,11 +138,12 @@ def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[in
 def _with_bracketed_ids(
     text: str, references: list[tuple[int, int, str]], matcher: _Matcher
 ) -> list[tuple[int, int, str]]:
-    taken: list[tuple[int, int]] = [(start, end) for start, end, _ in references]
+    # A marker may hold several references: its span is taken once.
+    taken = _Taken(dict.fromkeys((start, end) for start, end, _ in references))
     extra: list[tuple[int, int, str]] = []
     for match in _BRACKETED.finditer(text):
         start, end = match.span()
-        if _overlaps(start, end, taken):
+        if taken.overlaps(start, end):
             continue
         if matcher.match_id(match.group(1)) is not None:
             extra.append((start, end, match.group(1)))
@@ -178,6 +201,11 @@ def summarize(
 def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tuple[int, int]]) -> float | None:
     if not text:
         return None
+    # Both lists are in text order and their spans disjoint (a span repeats once per reference it holds), so
+    # each sentence finds its markers by bisection instead of scanning them all.
+    valid_starts = [start for start, _ in valid]
+    spans = sorted(set(markers))
+    ends = [end for _, end in spans]
     sentences: list[list[int]] = []  # [start, end, has_valid]
     position = 0
     pieces: list[tuple[int, int]] = []
@@ -186,12 +214,8 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
-        stripped = _strip_markers(text, start, end, markers)
-        has_valid = False
-        for marker_start, _ in valid:
-            if start <= marker_start < end:
-                has_valid = True
-                break
+        stripped = _strip_markers(text, start, end, spans, ends)
+        has_valid = bisect.bisect_left(valid_starts, start) < bisect.bisect_left(valid_starts, end)
         if not _WORD.search(stripped):
             if sentences and has_valid:  # a trailing ``[1]`` cites the sentence before it
                 sentences[-1][2] = 1
@@ -205,13 +229,15 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
     return covered / len(sentences)
 
 
-def _strip_markers(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
+def _strip_markers(text: str, start: int, end: int, spans: list[tuple[int, int]], ends: list[int]) -> str:
+    """The text of ``[start, end)`` without the marker spans in it (``spans`` sorted and disjoint)."""
     pieces: list[str] = []
     cursor = start
-    for marker_start, marker_end in markers:
-        if marker_end <= start or marker_start >= end:
-            continue
+    index = bisect.bisect_right(ends, start)  # the first span ending after ``start``
+    while index < len(spans) and spans[index][0] < end:
+        marker_start, marker_end = spans[index]
         pieces.append(text[cursor : max(cursor, marker_start)])
         cursor = max(cursor, marker_end)
+        index += 1
     pieces.append(text[cursor:end])
     return "".join(pieces)
