@@ -68,6 +68,7 @@ DOCS = [{"id": "alpha", "score": 0.9}, {"id": "beta", "score": 0.7}, {"id": "gam
         ("A sentence.\n[2]", 1, 0, 1.0),
         ("Not citations: [docs] and [link](https://example.com) and [note].", 0, 0, None),
         ("Wrong [7] and [doc-0].", 0, 2, 0.0),
+        ("退款需要三十天[1]。运费由买方承担。", 1, 0, 0.5),  # CJK full stops end sentences without a space
     ],
 )
 def test_citation_rules(text: str, cited: int, invalid: int, coverage: float | None) -> None:

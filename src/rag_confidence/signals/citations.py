@@ -28,7 +28,9 @@ from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 
 _SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+# Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
+# no space between sentences.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
 _WORD = re.compile(r"\w")
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 
