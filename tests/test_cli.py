@@ -92,8 +92,11 @@ def test_jsonl_lines_json_cannot_read_become_error_lines_and_the_batch_goes_on(t
         good,
         b"",  # blank: skipped
         b'{"supportLevel": "high\xff", "candidates": []}',  # not UTF-8
-        b'{"citationCount": ' + b"9" * 5000 + b"}",  # an int Python refuses to convert
         b"[" * 100_000,  # nested too deeply
+        b'{"citationCount": '
+        + b"9" * 5000
+        + b', "supportLevel": "high", "candidates": []}',  # a double: Infinity
+        b"\xef\xbb\xbf" + good,  # a byte order mark
         good,
     ]
     path = tmp_path / "requests.jsonl"
@@ -111,21 +114,29 @@ def test_jsonl_lines_json_cannot_read_become_error_lines_and_the_batch_goes_on(t
     ):
         assert "Traceback" not in stderr
         out = [json.loads(line) for line in stdout.splitlines()]
-        assert [o["error"]["line"] if "error" in o else "ok" for o in out] == ["ok", 3, 4, 5, "ok"]
+        assert [o["error"]["line"] if "error" in o else "ok" for o in out] == ["ok", 3, 4, "ok", "ok", "ok"]
         assert code == 1
 
 
-@pytest.mark.parametrize(
-    "content",
-    ["[" * 100_000, '{"citationCount": ' + "9" * 5000 + "}"],
-    ids=["nested too deeply", "an int too long"],
-)
-def test_score_reports_json_python_cannot_read_in_one_line(tmp_path: Path, content: str) -> None:
+def test_score_reports_json_nested_too_deeply_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "request.json"
-    path.write_text(content)
+    path.write_text("[" * 100_000)
     result = run("score", str(path))
     assert result.returncode == 2
     assert "is not valid JSON" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_integers_beyond_a_double_read_as_the_reference_reads_them(tmp_path: Path) -> None:
+    # JavaScript reads every JSON number as a double: 400 digits are Infinity, out of range, not a crash.
+    path = tmp_path / "request.json"
+    huge = "9" * 400
+    path.write_text(
+        f'{{"supportLevel": "high", "candidates": [{{"retrievalScores": {{}}, "combinedScore": {huge}}}]}}'
+    )
+    result = run("score", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    warnings = json.loads(result.stdout)["meta"]["warnings"]
+    assert any(w["path"] == "candidates[0].combinedScore" for w in warnings)
 
 
 @pytest.mark.parametrize(

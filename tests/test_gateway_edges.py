@@ -285,6 +285,11 @@ def _base_env(**extra: str) -> dict[str, str]:
         ),
         (("--shutdown-timeout", "-1"), {}, "--shutdown-timeout must be"),
         (("--max-request-bytes", "-5"), {}, "--max-request-bytes must be positive"),
+        (
+            (),
+            {"RAG_CONFIDENCE_GATEWAY_MAX_REQUEST_BYTES": "0"},
+            "RAG_CONFIDENCE_GATEWAY_MAX_REQUEST_BYTES must be",
+        ),
         ((), {"RAG_CONFIDENCE_GATEWAY_NO_SCORING": "maybe"}, "expected true or false"),
         (("--assembly-max-age", "inf"), {}, "finite"),
         (("--log-level", "verbose"), {}, "invalid choice"),
@@ -304,6 +309,7 @@ def _base_env(**extra: str) -> dict[str, str]:
         "queue nan in the environment",
         "shutdown -1",
         "request bytes -5",
+        "request bytes 0 in the environment",
         "kill switch maybe",
         "window inf",
         "log level",
@@ -561,3 +567,40 @@ def test_split_parts_keep_every_span_in_order_under_its_scope_and_within_the_lim
     for part in parts:
         spans = [s for r in part.resource_spans for sc in r.scope_spans for s in sc.spans]
         assert part.ByteSize() <= limit or len(spans) == 1  # only a span too large on its own may exceed it
+
+
+def test_an_answer_whose_attributes_cannot_be_written_costs_no_other_answer_its_score() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from rag_confidence import semconv
+    from rag_confidence.gateway.pipeline import TracePipeline
+    from rag_confidence.otel.answer_scoring import AnswerScorer
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider(memory, batch=False)
+    rag_trace(provider)
+    rag_trace(provider)
+    request: ExportTraceServiceRequest = encode_spans(memory.get_finished_spans())
+    spans = [span for r in request.resource_spans for sc in r.scope_spans for span in sc.spans]
+    first_trace = next(span.trace_id for span in spans if span.name == "retrieve")
+    retrieve = next(span for span in spans if span.name == "retrieve" and span.trace_id == first_trace)
+    # Only a document at an index no int64 holds: its dropped-documents count must not break the request.
+    kept = [kv for kv in retrieve.attributes if not kv.key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS)]
+    del retrieve.attributes[:]
+    retrieve.attributes.extend(kept)
+    retrieve.attributes.add(
+        key=f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{2**63}.document.id"
+    ).value.string_value = "x"
+    prepared = TracePipeline(AnswerScorer()).prepare(request)
+    answers = [
+        span
+        for r in request.resource_spans
+        for sc in r.scope_spans
+        for span in sc.spans
+        if span.name == "answer"
+    ]
+    assert len(prepared.scored) + prepared.failed_answers == 2 and len(prepared.scored) >= 1
+    assert all(
+        any(kv.key in (semconv.RAG_CONFIDENCE_TOTAL, semconv.RAG_CONFIDENCE_ERROR) for kv in span.attributes)
+        for span in answers
+    )

@@ -385,3 +385,26 @@ def test_configure_from_env_reads_the_scoring_config_file_as_the_zero_code_setup
     expected = compute_confidence(EXPECTED_INPUTS, json.loads(config.read_text()))
     scored = attributes(servicer.spans()["answer"].attributes)
     assert scored[semconv.RAG_CONFIDENCE_ACTION] == expected.recommended_action == "answer"
+
+
+def test_configure_from_env_refuses_an_invalid_config_file_before_installing_anything(tmp_path: Path) -> None:
+    config = tmp_path / "scoring.json"
+    config.write_text(json.dumps({"retrieval": {"topK": 0}}))
+    program = (
+        "from opentelemetry import trace\n"
+        "from rag_confidence.errors import ConfigValidationError\n"
+        "from rag_confidence.otel import configure_from_env\n"
+        "try:\n"
+        "    configure_from_env()\n"
+        "except ConfigValidationError as error:\n"
+        "    print('refused:', error.path)\n"
+        "print(type(trace.get_tracer_provider()).__name__)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    env["RAG_CONFIDENCE_CONFIG"] = str(config)
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["refused:", "retrieval.topK", "ProxyTracerProvider"]

@@ -69,6 +69,7 @@ DOCS = [{"id": "alpha", "score": 0.9}, {"id": "beta", "score": 0.7}, {"id": "gam
         ("Not citations: [docs] and [link](https://example.com) and [note].", 0, 0, None),
         ("Wrong [7] and [doc-0].", 0, 2, 0.0),
         ("退款需要三十天[1]。运费由买方承担。", 1, 0, 0.5),  # CJK full stops end sentences without a space
+        ("巴黎是法国的首都。[1]东京是日本的首都。[2]", 2, 0, 1.0),  # a marker after 。 cites that sentence
     ],
 )
 def test_citation_rules(text: str, cited: int, invalid: int, coverage: float | None) -> None:
@@ -173,6 +174,23 @@ def test_a_method_without_ids_merges_by_text_with_a_method_that_has_them() -> No
             ("doc-0", ["bm25", "vector"]),
             ("doc-1", ["bm25", "vector"]),
         ]
+
+
+def test_documents_with_different_ids_and_the_same_text_stay_two_beside_an_id_less_method() -> None:
+    text = "Refunds within 30 days."
+    vector = retrieval(
+        2,
+        [
+            {"id": "policy-2023", "score": 0.9, "content": text},
+            {"id": "policy-2024", "score": 0.8, "content": text},
+            {"id": "faq", "score": 0.7, "content": "Shipping takes a week."},
+        ],
+        source="vector",
+        end=1,
+    )
+    keyword = retrieval(3, [{"score": 0.6, "content": "Something else entirely."}], source="bm25", end=2)
+    ids = [c.get("documentId") for c in extract_signals([answer(), vector, keyword]).inputs["candidates"]]
+    assert sorted(ids, key=str) == sorted(["policy-2023", "policy-2024", "faq", None], key=str)
 
 
 def test_metadata_key_map_fields_and_ranks() -> None:

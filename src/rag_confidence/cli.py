@@ -70,14 +70,14 @@ def _score_jsonl(stream: BinaryIO, out: TextIO) -> int:
         if not raw.strip():
             continue
         try:
-            card = score_request(json.loads(raw.decode("utf-8")))
+            card = score_request(_loads(raw.decode("utf-8-sig")))
         except RequestError as error:
             failures += 1
             out.write(_error_line(error.kind, str(error), error.path, number) + "\n")
         except RagConfidenceError as error:
             failures += 1
             out.write(_error_line(type(error).__name__, str(error), error.path, number) + "\n")
-        except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, too deep, an int too long
+        except (ValueError, RecursionError, ArithmeticError) as error:  # not UTF-8 or JSON, too deep, ...
             failures += 1
             out.write(
                 _error_line("JSONDecodeError", f"not a JSON request: {_reason(error)}", None, number) + "\n"
@@ -86,6 +86,16 @@ def _score_jsonl(stream: BinaryIO, out: TextIO) -> int:
             out.write(to_reference_json(card) + "\n")
         out.flush()
     return 1 if failures else 0
+
+
+def _loads(text: str) -> Any:
+    """JSON as the reference reads it: every number is a double, so an integer too large for one is an
+    infinity (the scorer then reports it out of range), not an int Python cannot convert."""
+    return json.loads(text, parse_int=_js_int)
+
+
+def _js_int(text: str) -> int | float:
+    return int(text) if len(text) < 300 else float(text)
 
 
 def _reason(error: BaseException) -> str:
@@ -99,7 +109,7 @@ def _reason(error: BaseException) -> str:
 def _read(source: str) -> str:
     if source == "-":
         return sys.stdin.read()
-    with open(source, encoding="utf-8") as handle:
+    with open(source, encoding="utf-8-sig") as handle:  # a byte order mark is no JSON error
         return handle.read()
 
 
@@ -123,11 +133,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
         print(f"rag-confidence score: {args.file} is not valid JSON: not UTF-8", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        card = score_request(json.loads(text))
+        card = score_request(_loads(text))
     except (RequestError, RagConfidenceError) as error:
         print(f"rag-confidence score: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (ValueError, RecursionError) as error:
+    except (ValueError, RecursionError, ArithmeticError) as error:
         print(f"rag-confidence score: {args.file} is not valid JSON: {_reason(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(to_reference_json(card, indent=2) + "\n" if args.json else render_scorecard(card))

@@ -305,27 +305,35 @@ def config_from_arguments(
 
     no_scoring = args.no_scoring if args.no_scoring is not None else _truthy(env.get(ENV_NO_SCORING))
     scoring_config_path = pick(args.scoring_config, ENV_SCORING_CONFIG)
-    return GatewayConfig(
-        grpc_listen=address(args.grpc_listen, ENV_GRPC_LISTEN, DEFAULT_GRPC_LISTEN, "--grpc-listen"),
-        http_listen=address(args.http_listen, ENV_HTTP_LISTEN, DEFAULT_HTTP_LISTEN, "--http-listen"),
-        max_request_bytes=int(
-            number(args.max_request_bytes, ENV_MAX_REQUEST_BYTES, DEFAULT_MAX_REQUEST_BYTES, int)
-        ),
-        max_concurrent_requests=int(number(args.max_concurrent_requests, ENV_MAX_CONCURRENT, 4, int)),
-        max_queued_requests=int(number(args.max_queued_requests, ENV_MAX_QUEUED, 32, int)),
-        queue_timeout=number(args.queue_timeout, ENV_QUEUE_TIMEOUT, 5.0, float),
-        retry_after=int(number(args.retry_after, ENV_RETRY_AFTER, 1, int)),
-        auth_token=token,
-        tls=tls,
-        assembly=AssemblySettings(
-            max_age=number(args.assembly_max_age, ENV_ASSEMBLY_MAX_AGE, 0.0, float),
-            max_traces=int(number(args.assembly_max_traces, ENV_ASSEMBLY_MAX_TRACES, 10_000, int)),
-            max_bytes=int(number(args.assembly_max_bytes, ENV_ASSEMBLY_MAX_BYTES, 64 * MIB, int)),
-        ),
-        shutdown_timeout=number(args.shutdown_timeout, ENV_SHUTDOWN_TIMEOUT, 30.0, float),
-        scoring_enabled=not no_scoring,
-        scoring_config=_load_scoring_config(scoring_config_path) if scoring_config_path else None,
-    )
+    try:
+        return GatewayConfig(
+            grpc_listen=address(args.grpc_listen, ENV_GRPC_LISTEN, DEFAULT_GRPC_LISTEN, "--grpc-listen"),
+            http_listen=address(args.http_listen, ENV_HTTP_LISTEN, DEFAULT_HTTP_LISTEN, "--http-listen"),
+            max_request_bytes=int(
+                number(args.max_request_bytes, ENV_MAX_REQUEST_BYTES, DEFAULT_MAX_REQUEST_BYTES, int)
+            ),
+            max_concurrent_requests=int(number(args.max_concurrent_requests, ENV_MAX_CONCURRENT, 4, int)),
+            max_queued_requests=int(number(args.max_queued_requests, ENV_MAX_QUEUED, 32, int)),
+            queue_timeout=number(args.queue_timeout, ENV_QUEUE_TIMEOUT, 5.0, float),
+            retry_after=int(number(args.retry_after, ENV_RETRY_AFTER, 1, int)),
+            auth_token=token,
+            tls=tls,
+            assembly=AssemblySettings(
+                max_age=number(args.assembly_max_age, ENV_ASSEMBLY_MAX_AGE, 0.0, float),
+                max_traces=int(number(args.assembly_max_traces, ENV_ASSEMBLY_MAX_TRACES, 10_000, int)),
+                max_bytes=int(number(args.assembly_max_bytes, ENV_ASSEMBLY_MAX_BYTES, 64 * MIB, int)),
+            ),
+            shutdown_timeout=number(args.shutdown_timeout, ENV_SHUTDOWN_TIMEOUT, 30.0, float),
+            scoring_enabled=not no_scoring,
+            scoring_config=_load_scoring_config(scoring_config_path) if scoring_config_path else None,
+        )
+    except ConfigValidationError as error:
+        # The checks name flags; say the variable instead when that is what the user set.
+        flag = error.path or ""
+        variable = next((name for name, option in _FLAG_OF_ENV.items() if option == flag), None)
+        if variable is not None and getattr(args, flag.lstrip("-").replace("-", "_"), None) is None:
+            raise ConfigValidationError(str(error).replace(flag, variable, 1), path=variable) from None
+        raise
 
 
 def _check_tls(tls: TlsSettings) -> None:

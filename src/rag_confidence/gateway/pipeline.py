@@ -177,13 +177,13 @@ class TracePipeline:
                 continue
             try:
                 result = scorer.score(group.spans)
+                set_attributes(proto_span, result.attributes)
             except Exception as error:  # bad span data must never cost the spans: forward them unscored
                 # The type name only: messages may quote span content.
                 _logger.debug("scoring an answer failed: %s", type(error).__name__)
                 set_attributes(proto_span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
                 prepared.failed_answers += 1
                 continue
-            set_attributes(proto_span, result.attributes)
             prepared.scored.append(
                 ScoredSpan(record.trace_id, record.span_id, result.scorecard, result.duration_s)
             )

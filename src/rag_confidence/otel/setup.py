@@ -151,7 +151,8 @@ def configure_from_env(
             "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
         )
     if config is None:
-        config = _config_from_env()  # as the zero-code setup reads it; a bad file raises here, at startup
+        config = _config_from_env()  # as the zero-code setup reads it
+    create_scorer(config)  # a bad config raises here, before any provider is installed
     options = dict(processor_options)
     options.setdefault("background_scoring", _flag(ENV_BACKGROUND_SCORING))
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=options)

@@ -183,6 +183,9 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     return Assembled(candidates, presented, unscored, dropped)
 
 
+_TEXT_KEY = "content:"
+
+
 def _alias_content_when_some_lack_ids(methods: Sequence[Retrieval], presenter: Retrieval | None) -> None:
     """When some document is known by its text only (a retriever that sets no ids, such as LangChain's
     ``BM25Retriever.from_texts``), documents with ids become known by their text too, so that the same text
@@ -213,8 +216,13 @@ def _merge(document: Document, merged: list[Merged], index: dict[str, Merged]) -
     entry = index.get(key)
     if entry is None:
         for alias in aliases:
-            entry = index.get(alias)
-            if entry is not None:
+            known = index.get(alias)
+            # Text joins a document without an id to one with: two documents with different ids stay two,
+            # whatever their text.
+            if known is not None and (
+                not alias.startswith(_TEXT_KEY) or known.document.id is None or document.id is None
+            ):
+                entry = known
                 break
     if entry is None:
         entry = Merged(document, [key, *aliases])

@@ -29,8 +29,9 @@ from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 _SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
-# no space between sentences.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
+# no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
+# sentence it ends.
+_SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w")
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 
@@ -212,7 +213,8 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
     position = 0
     pieces: list[tuple[int, int]] = []
     for match in _SENTENCE_BREAK.finditer(text):
-        pieces.append((position, match.start()))
+        cjk_end = match.end("cjk")
+        pieces.append((position, cjk_end if cjk_end >= 0 else match.start()))
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:

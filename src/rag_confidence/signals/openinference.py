@@ -41,8 +41,8 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
 
 
 # Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up; the first index with none of the
-# fields ends the list. (The SDK's attribute count limit drops the *oldest* attributes: a span over the limit
-# has lost ``openinference.span.kind``, set at its start, before any document, and is no retrieval to us.)
+# fields ends the list. (A span over the SDK's attribute count limit has lost its *oldest* attributes, its
+# first documents: see ``_documents_after_eviction``.)
 _MAX_DOCUMENTS = 10_000
 # The probed keys of the first documents, per prefix, built once: formatting four keys per document cost more
 # than reading them. Documents past this many get their keys formatted as they are read.
@@ -105,8 +105,8 @@ def _documents_after_eviction(
     found = indexed(attributes, prefix, reader)
     if not found:
         return []
-    first = _first_index(attributes, prefix)
-    reader.dropped_documents += first
+    # The first index left is what was dropped; bounded, since the index is whatever a producer wrote.
+    reader.dropped_documents += min(_first_index(attributes, prefix), _MAX_DOCUMENTS)
     documents = []
     for item in found:
         metadata = item.get(_DOCUMENT_PREFIX + "metadata")
