@@ -91,6 +91,14 @@ def test_a_reference_shaped_like_the_retrieved_ids_is_an_id_not_a_position() -> 
     assert signals.inputs["invalidCitationCount"] == 1  # doc-3 was never retrieved
 
 
+def test_ids_of_another_scale_leave_a_prefixed_reference_a_position() -> None:
+    documents = [{"id": f"doc-{n}", "score": 0.9 - n / 1e6} for n in (98765, 98766)]
+    signals = extract_signals(
+        [answer(), retrieval(2, documents), generation("First [doc-1]. Second [doc-2].")]
+    )
+    assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 0)
+
+
 def test_custom_citation_pattern_and_zero_based_positions() -> None:
     options = SignalOptions(citation_patterns=(r"【(\d+)】",), citation_position_base=0)
     signals = extract_signals([answer(), retrieval(2, DOCS), generation("Yes【0】【2】【3】.")], options)

@@ -57,6 +57,8 @@ class _Matcher:
                     self._exact.setdefault(identity, position)
         # Case-folded ids, built on the first reference that matches no id exactly (most answers cite none).
         self._folded: dict[str, int] | None = None
+        # Per reference prefix (``doc-``), the lowest and highest number of the ids in that series, if any.
+        self._series: dict[str, tuple[int, int] | tuple[()]] = {}
 
     def match_id(self, reference: str) -> int | None:
         if reference in self._exact:
@@ -84,15 +86,27 @@ class _Matcher:
         return None
 
     def _id_shaped(self, reference: str, digits_at: int) -> bool:
-        """True when ``reference`` (``doc-3``) has the shape of the presented documents' own ids (``doc-1``,
-        ``doc-2``, ``doc-4``): then it names an id, and one not retrieved is invalid, not a position."""
+        """True when ``reference`` (``doc-3``) names one of a numbered series of ids the documents carry
+        (``doc-1``, ``doc-2``, ``doc-4``): its prefix is theirs and its number lies within their numbers. Then
+        one not retrieved is invalid, not a position. Ids of another scale (``doc-98765``) leave ``doc-1`` a
+        position."""
         prefix = reference[:digits_at].casefold()
         if not prefix:
             return False  # a bare number is a position whatever the ids look like
-        for identity in self._exact:
-            if identity.casefold().startswith(prefix) and identity[digits_at:].isdigit():
-                return True
-        return False
+        numbers = self._series.get(prefix)
+        if numbers is None:
+            found = [
+                int(identity[len(prefix) :])
+                for identity in self._exact
+                if identity.casefold().startswith(prefix)
+                and identity[len(prefix) :].isascii()
+                and identity[len(prefix) :].isdigit()
+            ]
+            numbers = self._series[prefix] = (min(found), max(found)) if found else ()
+        if not numbers:
+            return False
+        number = int(reference[digits_at:])
+        return numbers[0] <= number <= numbers[1]
 
 
 class _Taken:
