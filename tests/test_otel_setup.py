@@ -176,6 +176,19 @@ def otlp_env(port: int, **extra: str) -> dict[str, str]:
     return env
 
 
+def run_instrumented(tmp_path: Path, source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as an application under ``opentelemetry-instrument`` (zero-code), as a user would."""
+    app = tmp_path / "app.py"
+    app.write_text(source)
+    return subprocess.run(
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def wait_for(condition: Any, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -236,18 +249,14 @@ def test_opentelemetry_instrument_scores_with_zero_code_when_selected(
     receiver: tuple[Receiver, int], tmp_path: Path, background: str
 ) -> None:
     servicer, port = receiver
-    app = tmp_path / "app.py"
-    app.write_text(APP)
-    result = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-        env=otlp_env(
+    result = run_instrumented(
+        tmp_path,
+        APP,
+        otlp_env(
             port,
             OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME,
             RAG_CONFIDENCE_BACKGROUND_SCORING=background,
         ),
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert_scored_over_otlp(servicer)
@@ -257,16 +266,10 @@ def test_installed_but_not_selected_the_configurator_changes_nothing(
     receiver: tuple[Receiver, int], tmp_path: Path
 ) -> None:
     servicer, port = receiver
-    app = tmp_path / "app.py"
-    app.write_text(APP)
-    result = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-        env=otlp_env(
-            port, OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_instrumented(
+        tmp_path,
+        APP,
+        otlp_env(port, OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none"),
     )
     assert result.returncode == 0, result.stderr
     wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
@@ -321,18 +324,14 @@ def test_zero_code_with_a_bad_scoring_config_still_exports_telemetry_unscored(
     receiver: tuple[Receiver, int], tmp_path: Path
 ) -> None:
     servicer, port = receiver
-    app = tmp_path / "app.py"
-    app.write_text(APP)
-    result = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-        env=otlp_env(
+    result = run_instrumented(
+        tmp_path,
+        APP,
+        otlp_env(
             port,
             OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME,
             RAG_CONFIDENCE_CONFIG=str(tmp_path / "missing.json"),
         ),
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "missing.json" in result.stderr and "WITHOUT confidence scoring" in result.stderr
@@ -346,18 +345,12 @@ def test_configure_from_env_under_the_zero_code_configurator_returns_its_setup(
     # The same application run locally with configure_from_env() and in production under
     # opentelemetry-instrument with our configurator selected: the call must not fail there.
     servicer, port = receiver
-    app = tmp_path / "app.py"
-    app.write_text(
+    result = run_instrumented(
+        tmp_path,
         "from rag_confidence.otel import configure_from_env\n"
         "telemetry = configure_from_env()\n"
-        "assert telemetry.processor is not None, 'the configurator installed scoring'\n" + APP
-    )
-    result = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-        env=otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        "assert telemetry.processor is not None, 'the configurator installed scoring'\n" + APP,
+        otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
     )
     assert result.returncode == 0, result.stderr
     assert "configure_from_env was called again" in result.stderr
