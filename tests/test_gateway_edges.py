@@ -223,6 +223,19 @@ def test_downstream_timeout_reads_seconds_signal_variable_first() -> None:
     )
 
 
+def test_a_blank_signal_compression_the_sdk_would_prefer_is_refused() -> None:
+    from rag_confidence.gateway.forward import check_http_compression
+
+    with pytest.raises(ConfigValidationError, match="gzip, deflate or none"):
+        check_http_compression(
+            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+            {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": " ", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"},
+        )
+    check_http_compression(
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
+    )
+
+
 def test_grpc_compression_none_is_accepted_and_unknown_values_refused() -> None:
     import grpc
 

@@ -401,3 +401,16 @@ def test_configure_from_env_refuses_an_invalid_config_file_before_installing_any
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["refused:", "retrieval.topK", "ProxyTracerProvider"]
+
+
+def test_a_misspelt_background_switch_is_logged_and_read_as_false(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rag_confidence.otel.setup import ENV_BACKGROUND_SCORING, _flag
+
+    monkeypatch.setenv(ENV_BACKGROUND_SCORING, "ture")
+    with caplog.at_level("WARNING"):
+        assert _flag(ENV_BACKGROUND_SCORING) is False
+    assert "not true or false" in caplog.text
+    monkeypatch.setenv(ENV_BACKGROUND_SCORING, " TRUE ")
+    assert _flag(ENV_BACKGROUND_SCORING) is True

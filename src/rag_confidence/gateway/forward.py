@@ -216,9 +216,11 @@ def check_http_compression(signal_variable: str, environ: Mapping[str, str] | No
     """Refuse a compression the SDK's HTTP exporters do not know (they would log and send uncompressed)."""
     env = os.environ if environ is None else environ
     for variable in (signal_variable, OTEL_EXPORTER_OTLP_COMPRESSION):
-        text = (env.get(variable) or "").strip().lower()
-        if not text:
+        raw = env.get(variable) or ""
+        text = raw.strip().lower()
+        if not raw:
             continue
+        # A blank but set value still wins in the SDK, which then logs and sends uncompressed: refuse it too.
         if text not in ("gzip", "deflate", "none"):
             raise ConfigValidationError(f"{variable}={text!r}: use gzip, deflate or none", path=variable)
         return

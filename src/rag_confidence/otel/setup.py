@@ -260,7 +260,13 @@ def _config_from_env() -> dict[str, Any] | None:
 
 
 def _flag(variable: str) -> bool:
-    return os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
+    value = os.environ.get(variable, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value not in ("", "0", "false", "no", "off"):
+        # Logged, not raised: a typo in a tuning switch must not cost the application its telemetry.
+        _logger.warning("rag-confidence: %s=%r is not true or false; read as false", variable, value)
+    return False
 
 
 def _singular(signal: str) -> str:
