@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._values import Document, Retrieval
-from .documents import content_key
+from .documents import TEXT_KEY_PREFIX, content_key
 from .records import SpanRecord
 
 
@@ -183,9 +183,6 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
     return Assembled(candidates, presented, unscored, dropped)
 
 
-_TEXT_KEY = "content:"
-
-
 def _alias_content_when_some_lack_ids(methods: Sequence[Retrieval], presenter: Retrieval | None) -> None:
     """When some document is known by its text only (a retriever that sets no ids, such as LangChain's
     ``BM25Retriever.from_texts``), documents with ids become known by their text too, so that the same text
@@ -220,7 +217,7 @@ def _merge(document: Document, merged: list[Merged], index: dict[str, Merged]) -
             # Text joins a document without an id to one with: two documents with different ids stay two,
             # whatever their text.
             if known is not None and (
-                not alias.startswith(_TEXT_KEY) or known.document.id is None or document.id is None
+                not alias.startswith(TEXT_KEY_PREFIX) or known.document.id is None or document.id is None
             ):
                 entry = known
                 break

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from .candidates import Merged
+from .documents import TEXT_KEY_PREFIX
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 
 _SPLIT_REFERENCES = re.compile(r"\s*[,;]\s*")
@@ -53,7 +54,7 @@ class _Matcher:
         self._exact: dict[str, int] = {}
         for position, entry in enumerate(presented):
             for identity in entry.identities:
-                if not identity.startswith("content:"):
+                if not identity.startswith(TEXT_KEY_PREFIX):
                     self._exact.setdefault(identity, position)
         # Case-folded ids, built on the first reference that matches no id exactly (most answers cite none).
         self._folded: dict[str, int] | None = None

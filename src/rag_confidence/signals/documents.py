@@ -151,10 +151,15 @@ def _ids(item: RawDocument, metadata_ids: list[Any], reader: Reader) -> tuple[st
     return tuple(ids)
 
 
+#: Prefix of the key a document without an id is known by (its text's hash).
+TEXT_KEY_PREFIX = "content:"
+
+
 def content_key(content: str) -> str:
     # Documents without ids still merge across methods when their text is identical.
     return (
-        "content:" + hashlib.sha1(content.encode("utf-8", "replace"), usedforsecurity=False).hexdigest()[:16]
+        TEXT_KEY_PREFIX
+        + hashlib.sha1(content.encode("utf-8", "replace"), usedforsecurity=False).hexdigest()[:16]
     )
 
 
