@@ -176,6 +176,20 @@ def otlp_env(port: int, **extra: str) -> dict[str, str]:
     return env
 
 
+def run_program(program: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``program`` in a fresh interpreter (global providers can be set once per process)."""
+    return subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def exporters_off_env() -> dict[str, str]:
+    """The environment without OTEL_* settings and with every exporter off: setup only, nothing sent."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    return env
+
+
 def run_instrumented(tmp_path: Path, source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run ``source`` as an application under ``opentelemetry-instrument`` (zero-code), as a user would."""
     app = tmp_path / "app.py"
@@ -237,9 +251,7 @@ def test_configure_from_env_sends_traces_metrics_and_events_over_otlp(receiver: 
     servicer, port = receiver
     program = "from rag_confidence.otel import configure_from_env\ntelemetry = configure_from_env()\n"
     program += APP + "telemetry.shutdown()\n"
-    result = subprocess.run(
-        [sys.executable, "-c", program], env=otlp_env(port), capture_output=True, text=True, timeout=120
-    )
+    result = run_program(program, otlp_env(port))
     assert result.returncode == 0, result.stderr
     assert_scored_over_otlp(servicer)
 
@@ -288,9 +300,7 @@ def test_configure_from_env_twice_keeps_the_first_setup_and_scores_once(
         "assert again is telemetry, 'the second call returns the first setup'\n"
     )
     program += APP + "telemetry.shutdown()\n"
-    result = subprocess.run(
-        [sys.executable, "-c", program], env=otlp_env(port), capture_output=True, text=True, timeout=120
-    )
+    result = run_program(program, otlp_env(port))
     assert result.returncode == 0, result.stderr
     assert "configure_from_env was called again" in result.stderr
     assert_scored_over_otlp(servicer)  # one event, one scored answer: not scored twice
@@ -310,11 +320,8 @@ def test_configure_from_env_after_another_tracer_provider_raises_a_clear_error()
         "else:\n"
         "    raise SystemExit('no error')\n"
     )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
-    result = subprocess.run(
-        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
-    )
+    env = exporters_off_env()
+    result = run_program(program, env)
     assert result.returncode == 0, result.stderr
     assert "a global tracer provider is set already (TracerProvider)" in result.stdout
     assert "add_span_processor(ConfidenceSpanProcessor(" in result.stdout
@@ -366,13 +373,7 @@ def test_configure_from_env_reads_the_scoring_config_file_as_the_zero_code_setup
     config.write_text(json.dumps({"actionPolicy": {"answerAt": 10, "reviewOnWarnings": []}}))
     program = "from rag_confidence.otel import configure_from_env\ntelemetry = configure_from_env()\n"
     program += APP + "telemetry.shutdown()\n"
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        env=otlp_env(port, RAG_CONFIDENCE_CONFIG=str(config)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_program(program, otlp_env(port, RAG_CONFIDENCE_CONFIG=str(config)))
     assert result.returncode == 0, result.stderr
     wait_for(lambda: "answer" in servicer.spans())
     expected = compute_confidence(EXPECTED_INPUTS, json.loads(config.read_text()))
@@ -393,12 +394,9 @@ def test_configure_from_env_refuses_an_invalid_config_file_before_installing_any
         "    print('refused:', error.path)\n"
         "print(type(trace.get_tracer_provider()).__name__)\n"
     )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    env = exporters_off_env()
     env["RAG_CONFIDENCE_CONFIG"] = str(config)
-    result = subprocess.run(
-        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
-    )
+    result = run_program(program, env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["refused:", "retrieval.topK", "ProxyTracerProvider"]
 
