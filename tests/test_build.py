@@ -23,3 +23,12 @@ def test_a_normal_install_compiles_the_scoring_core(module: object) -> None:
         pytest.skip("RAG_CONFIDENCE_PURE_PYTHON=1: compilation switched off")
     # setup.py falls back to pure Python when mypyc fails; this catches that fallback happening unnoticed.
     assert path.suffix in (".so", ".pyd"), f"{path} is not compiled"
+
+
+def test_the_distribution_ships_its_license_and_notice() -> None:
+    import importlib.metadata
+
+    distribution = importlib.metadata.distribution("rag-confidence")
+    assert distribution.metadata["License-Expression"] == "Apache-2.0"
+    shipped = {Path(str(file)).name for file in distribution.files or ()}
+    assert {"LICENSE", "NOTICE"} <= shipped
