@@ -12,7 +12,7 @@ The scoring API is imported eagerly; the OpenTelemetry API (``ConfidenceSpanProc
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import errors, models
 from .errors import (
@@ -21,6 +21,7 @@ from .errors import (
     InputValidationError,
     RagConfidenceError,
     TelemetrySetupError,
+    UsageError,
 )
 from .scoring import (
     ALGORITHM_VERSION,
@@ -38,8 +39,16 @@ from .scoring.evaluators import (
     merge_evaluation_signals,
 )
 
-# No TYPE_CHECKING import of .otel here, for the same reason as in __getattr__; typed code imports these
-# from rag_confidence.otel.
+if TYPE_CHECKING:  # type checkers see the real signatures; at run time __getattr__ imports them on first use
+    from .otel import (
+        ConfidenceSpanProcessor,
+        configure_from_env,
+        last_scorecard,
+        mark_answer,
+        record_signals,
+        scored_answer,
+    )
+
 _OTEL_EXPORTS = frozenset(
     {
         "ConfidenceSpanProcessor",
@@ -54,8 +63,7 @@ _OTEL_EXPORTS = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _OTEL_EXPORTS:
-        # import_module, not an import statement: mypy (and so the mypyc build, which type-checks this package
-        # without OpenTelemetry installed) does not follow it.
+        # import_module, not an import statement, so importing the package never imports OpenTelemetry.
         return getattr(importlib.import_module("rag_confidence.otel"), name)
     raise AttributeError(f"module 'rag_confidence' has no attribute {name!r}")
 
@@ -70,6 +78,7 @@ __all__ = [
     "RagConfidenceError",
     "Scorer",
     "TelemetrySetupError",
+    "UsageError",
     "analyze_calibration",
     "compute_confidence",
     "configure_from_env",

@@ -35,10 +35,16 @@ class TelemetrySetupError(RagConfidenceError):
     provider is set already)."""
 
 
+class UsageError(RagConfidenceError, TypeError):
+    """An API was used the wrong way: ``@scored_answer`` on a class or a non-callable, an option of the wrong
+    type, a misspelt keyword. Also a :class:`TypeError`, which is what Python raises for such mistakes."""
+
+
 __all__ = [
     "CalibrationValidationError",
     "ConfigValidationError",
     "InputValidationError",
     "RagConfidenceError",
     "TelemetrySetupError",
+    "UsageError",
 ]

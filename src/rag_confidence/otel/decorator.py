@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from .. import semconv
+from ..errors import UsageError
 from ..scoring.models import ConfidenceScorecard, ScoringConfig
 from ..signals import SignalOptions, find_answers
 from ..signals.native import ATTRIBUTE_BY_KEYWORD, FIELDS
@@ -44,7 +45,26 @@ SignalsFromResult = Callable[[Any], "Mapping[str, Any] | None"]
 ScoreCallback = Callable[[ConfidenceScorecard, Any], None]
 Finish = Callable[[Span, _SignalSink, Any], None]
 
-_LAST: ContextVar[ConfidenceScorecard | None] = ContextVar("rag_confidence_last_scorecard", default=None)
+
+class _Latest:
+    """What :func:`last_scorecard` reads in one context.
+
+    Mutable on purpose: a task or thread started from a context (``asyncio.wait_for`` and ``gather`` on
+    Python < 3.12, ``asyncio.to_thread``, ``copy_context().run``) shares the context's object, and a scored
+    call starting there empties it, so the caller then reads None, never the card of an earlier answer. Each
+    finished call puts a new object in its own context, so a card never leaks into a sibling task.
+    """
+
+    __slots__ = ("scorecard",)
+
+    def __init__(self, scorecard: ConfidenceScorecard | None) -> None:
+        self.scorecard = scorecard
+
+
+_LAST: ContextVar[_Latest | None] = ContextVar("rag_confidence_last_scorecard", default=None)
+# The answer spans of the decorated calls running in this context: adopt_current_span never adopts one of them
+# (two calls would score one span).
+_OWN_SPANS: ContextVar[tuple[Span, ...]] = ContextVar("rag_confidence_answer_spans", default=())
 # Span ids for records that stand in for spans: 0 (the invalid id) for the ``record_signals`` values when no
 # processor buffered the answer's spans, 1 for the answer when its span is not recording (no SDK installed).
 _SINK_SPAN_ID = 0
@@ -52,19 +72,36 @@ _UNRECORDED_ANSWER_SPAN_ID = 1
 
 
 def last_scorecard() -> ConfidenceScorecard | None:
-    """The scorecard of the latest ``@scored_answer`` call that returned in this context (thread or task).
+    """The scorecard of the latest ``@scored_answer`` call that returned in this thread or task.
 
-    Read it right after the call to gate on the recommended action::
+    Read it right after a call made directly (``answer(q)``, ``await answer(q)``) to gate on the recommended
+    action::
 
         text = answer("What is the notice period?")
         card = last_scorecard()
         if card is None or card.recommended_action == "abstain":
             text = "I can't answer that reliably."
 
-    It is None before any scored call, after a call that raised, and after a call whose scoring failed. A call
-    run in another task (``asyncio.create_task``) sets it in that task's context only: use ``on_score`` there.
+    It is None before any scored call, after a call that raised or whose scoring failed, after a stream closed
+    before its end, and after a call that ran in another task or thread started from here
+    (``asyncio.wait_for``/``gather`` on Python < 3.12, ``asyncio.to_thread``, ``create_task``): that call sets
+    it in its own task only. Use ``on_score`` for those, and for threads that do not carry the context
+    (``loop.run_in_executor``, ``ThreadPoolExecutor.submit``), where the caller keeps reading its own earlier
+    card.
     """
-    return _LAST.get()
+    latest = _LAST.get()
+    return None if latest is None else latest.scorecard
+
+
+def _starting() -> None:
+    """A scored call starts: whatever card this context (or the one it was copied from) holds is superseded."""
+    latest = _LAST.get()
+    if latest is not None:
+        latest.scorecard = None
+
+
+def _set_last(scorecard: ConfidenceScorecard | None) -> None:
+    _LAST.set(_Latest(scorecard))
 
 
 @overload
@@ -123,56 +160,75 @@ def scored_answer(
     >>> answer("q")["support"], last_scorecard().recommended_action in ("answer", "review", "abstain")
     ('high', True)
     """
-    if callable(config) and not isinstance(config, Mapping):
+    if isinstance(config, (staticmethod, classmethod)) or (
+        callable(config) and not isinstance(config, Mapping)
+    ):
+        if getattr(config, "__name__", None) == "<lambda>":
+            raise UsageError(
+                "scored_answer(<lambda>): a lambda given positionally is taken as the answer function; pass it "
+                "by keyword (signals=... or on_score=...)"
+            )
         return scored_answer()(config)
+    _check_options(name=name, signals=signals, on_score=on_score, signal_options=signal_options)
     scorer = AnswerScorer(config, signal_options)
     instruments = ConfidenceInstruments(meter_provider)
     events = EvaluationEmitter(logger_provider) if emit_events else None
     tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
 
     def decorate(function: F) -> F:
-        # ``Class.method`` reads well in a trace view; ``outer.<locals>.inner`` does not.
-        span_name = name or function.__qualname__.rpartition("<locals>.")[2]
+        if isinstance(function, (staticmethod, classmethod)):
+            # Above @staticmethod/@classmethod: decorate the function inside, keep the descriptor around it.
+            return cast(F, type(function)(decorate(cast(F, function.__func__))))
+        if inspect.isclass(function) or not callable(function):
+            raise UsageError(
+                f"@scored_answer decorates functions (def, async def, generators, methods), not "
+                f"{'the class ' + function.__name__ if inspect.isclass(function) else type(function).__name__}"
+            )
+        span_name = name or _span_name(function)
+        kind = _kind(function)
 
         def open_answer() -> tuple[Span, bool]:
             """The answer span, and whether this call opened it (and so ends it)."""
             current = trace.get_current_span()
-            if adopt_current_span and current.is_recording():
+            if adopt_current_span and current.is_recording() and current not in _OWN_SPANS.get():
                 current.set_attribute(semconv.RAG_ANSWER, True)
                 return current, False
             return tracer.start_span(span_name, attributes={semconv.RAG_ANSWER: True}), True
 
         @contextmanager
         def answer_scope() -> Iterator[tuple[Span, _SignalSink]]:
+            _starting()
             sink = _SignalSink()
             token = _SINK.set(sink)
             try:
                 span, opened = open_answer()
-                if opened:
-                    with trace.use_span(span, end_on_exit=True):
+                own_token = _OWN_SPANS.set((*_OWN_SPANS.get(), span))
+                try:
+                    if opened:
+                        with trace.use_span(span, end_on_exit=True):
+                            yield span, sink
+                    else:
                         yield span, sink
-                else:
-                    yield span, sink
+                finally:
+                    _OWN_SPANS.reset(own_token)
             finally:
                 _SINK.reset(token)
 
         def finish(span: Span, sink: _SignalSink, result: Any) -> None:
             scorecard = _score(span, sink, result, scorer, signals, instruments, events)
-            _LAST.set(scorecard)
+            _set_last(scorecard)
             if scorecard is not None and on_score is not None:
                 try:
                     on_score(scorecard, result)
                 except Exception:
                     _logger.exception("rag-confidence: the on_score callback raised")
 
-        if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+        if kind in (_GENERATOR, _ASYNC_GENERATOR):
             stream = _Stream(open_answer, finish)
-            wrapped = (
-                stream.wrap_async(function) if inspect.isasyncgenfunction(function) else stream.wrap(function)
-            )
+            wrapped = stream.wrap_async(function) if kind == _ASYNC_GENERATOR else stream.wrap(function)
             return cast(F, wrapped)
 
-        if inspect.iscoroutinefunction(function):
+        if kind == _COROUTINE:
 
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -187,6 +243,8 @@ def scored_answer(
 
             return cast(F, async_wrapper)
 
+        warned: list[bool] = []
+
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with answer_scope() as (span, sink):
@@ -195,6 +253,18 @@ def scored_answer(
                 except BaseException:
                     _failed(span)
                     raise
+                if inspect.isawaitable(result):
+                    # The answer is computed when the caller awaits it, after this span ended: scoring now
+                    # would score an empty answer.
+                    if not warned:
+                        warned.append(True)
+                        _logger.warning(
+                            "rag-confidence: %s returned an awaitable without being an async function; its "
+                            "calls are not scored: decorate the async function itself",
+                            span_name,
+                        )
+                    _failed(span)
+                    return result
                 finish(span, sink, result)
                 return result
 
@@ -281,7 +351,61 @@ def _failed(span: Span, *, clear_last: bool = True) -> None:
     if span.is_recording():
         span.set_attribute(semconv.RAG_ANSWER, False)
     if clear_last:
-        _LAST.set(None)
+        _set_last(None)
+
+
+_COROUTINE, _GENERATOR, _ASYNC_GENERATOR, _PLAIN = "coroutine", "generator", "async generator", "plain"
+
+
+def _kind(function: Callable[..., Any]) -> str:
+    """How calls of ``function`` produce their result. ``inspect`` sees through ``functools.partial`` and
+    bound methods; an instance with an ``async def __call__`` is read through its ``__call__``."""
+    candidates: list[object] = [function]
+    if not (
+        inspect.isfunction(function) or inspect.ismethod(function) or isinstance(function, functools.partial)
+    ):
+        candidates.append(type(function).__call__)  # an instance with an async def __call__, say
+    for candidate in candidates:
+        if inspect.isasyncgenfunction(candidate):
+            return _ASYNC_GENERATOR
+        if inspect.isgeneratorfunction(candidate):
+            return _GENERATOR
+        if inspect.iscoroutinefunction(candidate):
+            return _COROUTINE
+    return _PLAIN
+
+
+def _span_name(function: Callable[..., Any]) -> str:
+    """``Class.method`` reads well in a trace view; ``outer.<locals>.inner`` does not. A partial is named after
+    its function, a callable object after its class."""
+    target: Any = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    qualname = getattr(target, "__qualname__", None)
+    if not isinstance(qualname, str):
+        qualname = type(target).__qualname__
+    return qualname.rpartition("<locals>.")[2]
+
+
+def _check_options(
+    *,
+    name: object,
+    signals: object,
+    on_score: object,
+    signal_options: object,
+) -> None:
+    """The decorator's options, checked where it is applied rather than at every call."""
+    if name is not None and not isinstance(name, str):
+        raise UsageError(f"scored_answer(name=...) must be a string, not {type(name).__name__}")
+    for option, value in (("signals", signals), ("on_score", on_score)):
+        if value is not None and not callable(value):
+            raise UsageError(
+                f"scored_answer({option}=...) must be a callable taking the result, not {type(value).__name__}"
+            )
+    if signal_options is not None and not isinstance(signal_options, SignalOptions):
+        raise UsageError(
+            f"scored_answer(signal_options=...) must be a SignalOptions, not {type(signal_options).__name__}"
+        )
 
 
 class _Stream:
@@ -298,8 +422,9 @@ class _Stream:
         self._finish = finish
 
     def _start(self) -> tuple[Span, bool, _Place]:
+        _starting()
         span, opened = self._open_answer()
-        return span, opened, _Place(trace.set_span_in_context(span), _SignalSink())
+        return span, opened, _Place(trace.set_span_in_context(span), _SignalSink(), span)
 
     def wrap(
         self, function: Callable[..., Generator[Any, Any, Any]]
@@ -386,20 +511,23 @@ class _Place:
     """Where a streamed answer's own code runs: the context its last step left (the answer span, or a span its
     code opened and is still inside, across a ``yield``), and the ``record_signals`` sink of the answer."""
 
-    __slots__ = ("context", "sink")
+    __slots__ = ("context", "sink", "span")
 
-    def __init__(self, context: otel_context.Context, sink: _SignalSink) -> None:
+    def __init__(self, context: otel_context.Context, sink: _SignalSink, span: Span) -> None:
         self.context = context
         self.sink = sink
+        self.span = span
 
     @contextmanager
     def entered(self) -> Iterator[None]:
         token = otel_context.attach(self.context)
         sink_token = _SINK.set(self.sink)
+        own_token = _OWN_SPANS.set((*_OWN_SPANS.get(), self.span))
         try:
             yield
         finally:
             self.context = otel_context.get_current()
+            _OWN_SPANS.reset(own_token)
             _SINK.reset(sink_token)
             otel_context.detach(token)
 

@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
+from ..errors import ConfigValidationError
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
 from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
@@ -96,6 +97,21 @@ class _PendingTrace:
         self.may_answer: bool | None = False
 
 
+#: The processor's numeric options, each of which must be positive.
+PROCESSOR_LIMITS = ("max_pending_traces", "max_spans_per_trace", "pending_ttl_s", "max_scoring_queue")
+
+
+def check_processor_limits(**limits: Any) -> None:
+    """Raise :class:`~rag_confidence.errors.ConfigValidationError` unless each given limit is a positive number
+    (an int where a count is meant)."""
+    for name, value in limits.items():
+        whole = name != "pending_ttl_s"
+        number = isinstance(value, int) or (not whole and isinstance(value, float))
+        if isinstance(value, bool) or not number or not value > 0:
+            kind = "a positive integer" if whole else "a positive number of seconds"
+            raise ConfigValidationError(f"{name} must be {kind}, not {value!r}", path=name)
+
+
 class ConfidenceSpanProcessor(SpanProcessor):
     """Scores each RAG answer when its span ends and forwards every span to ``downstream_processor`` exactly
     once.
@@ -155,8 +171,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
         background_scoring: bool = False,
         max_scoring_queue: int = 2048,
     ) -> None:
-        if max_pending_traces < 1 or max_spans_per_trace < 1 or not pending_ttl_s > 0:
-            raise ValueError("max_pending_traces, max_spans_per_trace and pending_ttl_s must be positive")
+        check_processor_limits(
+            max_pending_traces=max_pending_traces,
+            max_spans_per_trace=max_spans_per_trace,
+            pending_ttl_s=pending_ttl_s,
+            max_scoring_queue=max_scoring_queue,
+        )
         self._worker = (
             BackgroundWorker("rag-confidence-scoring", max_scoring_queue) if background_scoring else None
         )

@@ -7,6 +7,8 @@ exporting span processor is wrapped in one :class:`ConfidenceSpanProcessor`.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import logging
 import os
@@ -23,12 +25,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import ProxyTracerProvider
 
 from .. import semconv
-from ..errors import ConfigValidationError, TelemetrySetupError
+from ..errors import ConfigValidationError, TelemetrySetupError, UsageError
 from ..scoring import create_scorer
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
-from .processor import ConfidenceSpanProcessor
+from .processor import PROCESSOR_LIMITS, ConfidenceSpanProcessor, check_processor_limits
 
 __all__ = [
     "ENV_BACKGROUND_SCORING",
@@ -150,6 +152,7 @@ def configure_from_env(
             "before anything sets one, or add the processor to yours: "
             "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
         )
+    _check_processor_options(processor_options)
     if config is None:
         config = _config_from_env()  # as the zero-code setup reads it
     create_scorer(config)  # a bad config raises here, before any provider is installed
@@ -158,6 +161,19 @@ def configure_from_env(
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
     return _remember(_configure_sdk(configurator, factory, {}))
+
+
+def _check_processor_options(options: Mapping[str, Any]) -> None:
+    """Misspelt or misplaced options fail here, before any provider is installed (the processor itself is
+    built inside the SDK's setup, after the global providers are set)."""
+    accepted = inspect.signature(ConfidenceSpanProcessor).parameters
+    for option in options:
+        parameter = accepted.get(option)
+        if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+            close = difflib.get_close_matches(option, list(accepted), 1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"configure_from_env: unknown ConfidenceSpanProcessor option {option!r}{hint}")
+    check_processor_limits(**{name: options[name] for name in PROCESSOR_LIMITS if name in options})
 
 
 _installed: Telemetry | None = None

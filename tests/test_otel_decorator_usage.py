@@ -1,0 +1,421 @@
+"""``@scored_answer`` in the shapes applications give it: calls in other tasks and threads (``last_scorecard``
+never hands out an earlier answer's card), methods under ``@staticmethod``/``@classmethod``, partials and
+callable objects, misuse (typed errors at decoration), and ``configure_from_env`` option checks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_confidence import semconv
+from rag_confidence.errors import ConfigValidationError, UsageError
+from rag_confidence.otel import last_scorecard, record_signals, scored_answer
+from rag_confidence.scoring import compute_confidence
+from rag_confidence.scoring.models import ConfidenceScorecard
+
+from .test_otel_decorator import CANDIDATES, RETRIEVAL, Setup
+from .test_otel_setup import exporters_off_env, run_program
+
+STRONG = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": CANDIDATES})
+WEAK = compute_confidence({"supportLevel": "low", "hasConflict": True, "candidates": []})
+
+
+@pytest.fixture
+def setup() -> Iterator[Setup]:
+    built = Setup(with_processor=True)
+    yield built
+    built.provider.shutdown()
+
+
+def _answers(setup: Setup) -> tuple[Any, Any]:
+    """An async and a sync answer function: strong with a retrieval, weak without."""
+
+    def work(strong: bool) -> str:
+        if strong:
+            with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+                pass
+            record_signals(support_level="high", has_conflict=False)
+        else:
+            record_signals(support_level="low", has_conflict=True)
+        return "text"
+
+    @setup.decorate(name="answer")
+    async def answer(strong: bool) -> str:
+        return work(strong)
+
+    @setup.decorate(name="answer")
+    def answer_sync(strong: bool) -> str:
+        return work(strong)
+
+    return answer, answer_sync
+
+
+def _total(card: ConfidenceScorecard | None) -> int | None:
+    return None if card is None else card.total
+
+
+# -- last_scorecard: exact when awaited directly, None (never stale) when the call ran elsewhere ---------------
+
+
+def test_a_call_awaited_directly_sets_its_card_and_one_in_a_child_task_voids_the_callers() -> None:
+    setup = Setup(with_processor=True)
+    answer, answer_sync = _answers(setup)
+    seen: dict[str, int | None] = {}
+
+    async def main() -> None:
+        await answer(True)
+        seen["direct strong"] = _total(last_scorecard())
+        await answer(False)
+        seen["direct weak"] = _total(last_scorecard())
+        for how in ("wait_for", "gather", "to_thread", "create_task"):
+            await answer(True)  # the caller holds the strong answer's card
+            if how == "wait_for":
+                await asyncio.wait_for(answer(False), timeout=30)
+            elif how == "gather":
+                await asyncio.gather(answer(False))
+            elif how == "to_thread":
+                await asyncio.to_thread(answer_sync, False)
+            else:
+                await asyncio.create_task(answer(False))
+            seen[how] = _total(last_scorecard())
+
+    asyncio.run(main())
+    setup.provider.shutdown()
+    assert STRONG.total != WEAK.total
+    assert seen["direct strong"] == STRONG.total and seen["direct weak"] == WEAK.total
+    # Before: on Python 3.11, wait_for/gather/to_thread left the strong answer's card to gate on.
+    assert {how: seen[how] for how in ("wait_for", "gather", "to_thread", "create_task")} == dict.fromkeys(
+        ("wait_for", "gather", "to_thread", "create_task")
+    )
+
+
+def test_tasks_gathered_at_once_each_read_their_own_card(setup: Setup) -> None:
+    answer, _ = _answers(setup)
+
+    async def one(strong: bool) -> int | None:
+        await answer(strong)
+        await asyncio.sleep(0)  # let the other tasks run between the answer and the read
+        return _total(last_scorecard())
+
+    async def main() -> list[int | None]:
+        return await asyncio.gather(*(one(index % 2 == 0) for index in range(8)))
+
+    totals = asyncio.run(main())
+    assert totals == [STRONG.total if index % 2 == 0 else WEAK.total for index in range(8)]
+    assert setup.score_count() == 8
+
+
+def test_a_thread_given_the_callers_context_voids_its_card(setup: Setup) -> None:
+    _, answer_sync = _answers(setup)
+    answer_sync(True)
+    assert _total(last_scorecard()) == STRONG.total
+    context = contextvars.copy_context()
+    context.run(answer_sync, False)  # what asyncio.to_thread does, in a worker thread
+    assert last_scorecard() is None
+    assert context.run(last_scorecard) is not None
+
+
+def test_sequential_calls_in_one_thread_keep_no_chain_of_earlier_cards(setup: Setup) -> None:
+    from rag_confidence.otel import decorator
+
+    _, answer_sync = _answers(setup)
+    for _ in range(3):
+        answer_sync(False)
+    latest = decorator._LAST.get()
+    assert latest is not None and latest.scorecard is not None
+    assert latest.__slots__ == ("scorecard",)  # one card per context, nothing linked to earlier ones
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["generator", "async generator"])
+def test_a_stream_closed_early_leaves_no_earlier_card(setup: Setup, asynchronous: bool) -> None:
+    if asynchronous:
+
+        @setup.decorate(name="answer")
+        async def astream(strong: bool) -> AsyncIterator[str]:
+            record_signals(support_level="high" if strong else "low", has_conflict=not strong)
+            yield "one"
+            yield "two"
+
+        async def main() -> tuple[int | None, int | None]:
+            async for _ in astream(True):
+                pass
+            full = _total(last_scorecard())
+            stream = astream(False)
+            await stream.__anext__()
+            await stream.aclose()
+            return full, _total(last_scorecard())
+
+        full, closed = asyncio.run(main())
+    else:
+
+        @setup.decorate(name="answer")
+        def stream(strong: bool) -> Iterator[str]:
+            record_signals(support_level="high" if strong else "low", has_conflict=not strong)
+            yield "one"
+            yield "two"
+
+        list(stream(True))
+        full = _total(last_scorecard())
+        generator = stream(False)
+        next(generator)
+        generator.close()
+        closed = _total(last_scorecard())
+    assert full is not None
+    assert closed is None  # before: the full stream's card stayed, as if the closed one had scored it
+
+
+# -- the shapes a decorated callable takes ----------------------------------------------------------------------
+
+
+def test_above_staticmethod_and_classmethod_the_method_is_decorated_inside_its_descriptor(
+    setup: Setup,
+) -> None:
+    class Pipeline:
+        prefix = "cls"
+
+        @setup.decorate(name="static")
+        @staticmethod
+        def static(question: str) -> str:
+            record_signals(support_level="high", has_conflict=False)
+            return question
+
+        @setup.decorate(name="class")
+        @classmethod
+        def klass(cls, question: str) -> str:
+            record_signals(support_level="high", has_conflict=False)
+            return f"{cls.prefix}:{question}"
+
+        @setup.decorate(name="static async")
+        @staticmethod
+        async def static_async(question: str) -> str:
+            record_signals(support_level="high", has_conflict=False)
+            return question
+
+    assert Pipeline.static("q") == "q" and Pipeline().static("q") == "q"
+    assert Pipeline.klass("q") == "cls:q" and Pipeline().klass("q") == "cls:q"
+
+    async def main() -> int | None:
+        assert await Pipeline.static_async("q") == "q"
+        return _total(last_scorecard())
+
+    expected = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": []})
+    assert asyncio.run(main()) == expected.total  # scored after the coroutine ran, not when it was created
+    assert setup.score_count() == 5
+
+
+def test_the_bare_decorator_over_a_classmethod_decorates_it(setup: Setup) -> None:
+    class Pipeline:
+        @scored_answer
+        @classmethod
+        def ask(cls, question: str) -> str:
+            return cls.__name__ + question
+
+    assert Pipeline.ask("?") == "Pipeline?"
+
+
+def test_a_callable_object_with_an_async_call_is_awaited_inside_its_answer(setup: Setup) -> None:
+    class Chain:
+        async def __call__(self, question: str) -> str:
+            with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+                pass
+            await asyncio.sleep(0)
+            record_signals(support_level="high", has_conflict=False)
+            return question
+
+    chain = setup.decorate()(Chain())
+
+    async def main() -> int | None:
+        assert await chain("q") == "q"
+        return _total(last_scorecard())
+
+    assert asyncio.run(main()) == STRONG.total
+    spans = setup.spans()
+    assert set(spans) == {"Chain", "retrieve"}  # named after its class
+    assert spans["retrieve"].parent is not None and spans["Chain"].context is not None
+    assert spans["retrieve"].parent.span_id == spans["Chain"].context.span_id
+
+
+def test_a_partial_is_named_after_its_function(setup: Setup) -> None:
+    def answer(question: str, *, style: str) -> str:
+        return f"{style}: {question}"
+
+    decorated = setup.decorate()(functools.partial(answer, style="short"))
+    assert decorated("q") == "short: q"
+    assert set(setup.spans()) == {"answer"}
+
+
+def test_a_sync_function_returning_an_awaitable_is_not_scored_and_warns_once(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def later() -> str:
+        return "text"
+
+    decorated = setup.decorate(name="answer")(lambda: later())
+    with caplog.at_level(logging.WARNING, logger="rag_confidence"):
+        for _ in range(2):
+            assert asyncio.run(decorated()) == "text"
+    assert [record.message for record in caplog.records].count(
+        "rag-confidence: answer returned an awaitable without being an async function; its calls are not "
+        "scored: decorate the async function itself"
+    ) == 1
+    assert setup.score_count() == 0 and last_scorecard() is None
+    assert (setup.spans()["answer"].attributes or {})[semconv.RAG_ANSWER] is False
+
+
+def test_adopting_inside_another_decorated_call_opens_its_own_answer(setup: Setup) -> None:
+    @setup.decorate(name="helper", adopt_current_span=True)
+    def helper() -> str:
+        record_signals(support_level="low", has_conflict=True)
+        return "part"
+
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        helper()
+        record_signals(support_level="high", has_conflict=False)
+        return "text"
+
+    answer()
+    spans = setup.spans()
+    # Before: the helper adopted the answer's span, which was then scored twice (two cards, two points).
+    assert setup.score_count() == 2
+    assert (spans["helper"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == WEAK.total
+    assert (spans["answer"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == STRONG.total
+
+
+def test_adopting_a_request_span_still_works(setup: Setup) -> None:
+    @setup.decorate(adopt_current_span=True)
+    def answer() -> str:
+        record_signals(support_level="high", has_conflict=False)
+        return "text"
+
+    with setup.tracer.start_as_current_span("request"):
+        answer()
+    assert set(setup.spans()) == {"request"}
+    assert (setup.spans()["request"].attributes or {})[semconv.RAG_ANSWER] is True
+
+
+# -- misuse: typed errors where the decorator is applied ---------------------------------------------------------
+
+
+def test_decorating_a_class_or_a_non_callable_raises_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="not the class Pipeline"):
+
+        @scored_answer
+        class Pipeline:
+            pass
+
+    for value in (42, None, "answer"):
+        with pytest.raises(UsageError, match="decorates functions"):
+            scored_answer()(value)  # type: ignore[type-var]
+    assert issubclass(UsageError, TypeError) and issubclass(UsageError, ValueError)
+
+
+def test_a_positional_lambda_is_refused_with_the_keyword_to_use() -> None:
+    with pytest.raises(UsageError, match=r"signals=\.\.\. or on_score=\.\.\."):
+        scored_answer(lambda result: {"support_level": "high"})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"signals": {"support_level": "high"}}, r"signals=\.\.\.\) must be a callable"),
+        ({"on_score": "print"}, r"on_score=\.\.\.\) must be a callable"),
+        ({"name": 42}, r"name=\.\.\.\) must be a string"),
+        ({"signal_options": {"metadata_keys": {}}}, r"signal_options=\.\.\.\) must be a SignalOptions"),
+    ],
+)
+def test_options_of_the_wrong_type_are_refused_at_decoration(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        scored_answer(**options)
+
+
+# -- configure_from_env: options checked before anything is installed --------------------------------------------
+
+
+def test_a_misspelt_processor_option_fails_before_any_provider_is_installed() -> None:
+    program = textwrap.dedent(
+        """
+        from opentelemetry import trace
+        from rag_confidence.errors import UsageError
+        from rag_confidence.otel import configure_from_env
+        try:
+            configure_from_env(max_pending_trace=10)
+        except UsageError as error:
+            print("error:", error)
+        print("provider:", type(trace.get_tracer_provider()).__name__)
+        telemetry = configure_from_env(max_pending_traces=10)  # the corrected call works
+        print("processor:", type(telemetry.processor).__name__)
+        """
+    )
+    result = run_program(program, exporters_off_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "error: configure_from_env: unknown ConfidenceSpanProcessor option 'max_pending_trace' "
+        "(did you mean 'max_pending_traces'?)",
+        "provider: ProxyTracerProvider",
+        "processor: ConfidenceSpanProcessor",
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_pending_traces": 0},
+        {"pending_ttl_s": float("nan")},
+        {"max_scoring_queue": 1.5},
+        {"max_spans_per_trace": True},
+    ],
+)
+def test_processor_limits_are_checked_as_numbers(options: dict[str, Any]) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from rag_confidence.otel import ConfidenceSpanProcessor
+
+    with pytest.raises(ConfigValidationError, match="must be a positive"):
+        ConfidenceSpanProcessor(SpanProcessor(), **options)
+
+
+# -- typing: the top-level re-exports are typed --------------------------------------------------------------------
+
+
+def test_the_top_level_exports_type_check_under_mypy_strict(tmp_path: Path) -> None:
+    user = tmp_path / "user_app.py"
+    user.write_text(
+        textwrap.dedent(
+            """
+            from rag_confidence import ConfidenceSpanProcessor, last_scorecard, record_signals, scored_answer
+
+            @scored_answer(signals=lambda result: {"faithfulnessScore": 0.9})
+            def answer(question: str) -> str:
+                record_signals(support_level="high")
+                return question
+
+            text: str = answer("q")
+            card = last_scorecard()
+            action: str | None = card.recommended_action if card is not None else None
+            reveal_type(answer)
+            reveal_type(card)
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(user)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'Revealed type is "def (question: str) -> str"' in result.stdout
+    assert 'Revealed type is "rag_confidence.scoring.models.ConfidenceScorecard | None"' in result.stdout
