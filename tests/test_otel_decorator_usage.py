@@ -419,3 +419,34 @@ def test_the_top_level_exports_type_check_under_mypy_strict(tmp_path: Path) -> N
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'Revealed type is "def (question: str) -> str"' in result.stdout
     assert 'Revealed type is "rag_confidence.scoring.models.ConfidenceScorecard | None"' in result.stdout
+
+
+def test_record_signals_keywords_are_typed_and_match_what_it_accepts(tmp_path: Path) -> None:
+    from rag_confidence.otel import recording
+
+    accepted = {*recording.ATTRIBUTE_BY_KEYWORD, *recording._NESTED_KEYWORDS, *recording._UNPREFIXED_CORPUS}
+    assert set(recording.SignalKeywords.__annotations__) == accepted
+    user = tmp_path / "signals_app.py"
+    user.write_text(
+        textwrap.dedent(
+            """
+            from rag_confidence.otel import record_signals
+
+            record_signals(support_level="high", faithfulness_score=0.9, claim_support={"total_claims": 3})
+            record_signals(suport_level="high")
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(user)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert (
+        len(errors) == 1 and 'Unexpected keyword argument "suport_level"' in errors[0] and ":5:" in errors[0]
+    )
+    with pytest.raises(UsageError, match="unexpected keyword 'suport_level'"):
+        record_signals(suport_level="high")  # type: ignore[call-arg]

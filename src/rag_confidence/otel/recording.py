@@ -7,14 +7,18 @@ or without this package's processor and show up in any backend as plain attribut
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any, SupportsFloat, SupportsIndex, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
+from ..errors import UsageError
 from ..signals.native import ATTRIBUTE_BY_KEYWORD
 
 __all__ = ["mark_answer", "record_signals", "signal_attributes"]
@@ -41,6 +45,53 @@ _UNPREFIXED_CORPUS = {
     "missing_types": "corpus_missing_types",
     "missing_relevant_type": "corpus_missing_relevant_type",
 }
+
+
+_Count = int | SupportsIndex | None  # numpy integers too
+_Unit = SupportsFloat | None  # a 0-1 score; numpy floats too
+_Flag = bool | None
+_Text = str | None
+_Notes = str | Sequence[str] | None
+_Types = Sequence[str] | None
+
+
+class SignalKeywords(TypedDict, total=False):
+    """The keywords of :func:`record_signals`, for type checkers (a misspelt one is an error before it runs).
+    ``None`` leaves a signal out."""
+
+    support_level: _Text
+    has_conflict: _Flag
+    conflicting_candidate_count: _Count
+    faithfulness_score: _Unit
+    answer_relevance_score: _Unit
+    citation_count: _Count
+    citation_coverage_score: _Unit
+    invalid_citation_count: _Count
+    query_complexity: _Text
+    documents_silent: _Flag
+    requires_expert_review: _Flag
+    ambiguity_notes: _Notes
+    external_constraint_note: _Text
+    claim_support: Mapping[str, Any] | None
+    claims_total: _Count
+    claims_supported: _Count
+    claims_unsupported: _Count
+    claims_contradicted: _Count
+    corpus_type_count: _Count
+    corpus_present_types: _Types
+    corpus_missing_relevant_type: _Flag
+    corpus_missing_types: _Types
+    present_types: _Types
+    missing_relevant_type: _Flag
+    missing_types: _Types
+    index_integrity: Mapping[str, Any] | None
+    index_expected_embedding_model_version: _Text
+    index_actual_embedding_model_version: _Text
+    index_source_version_match_ratio: _Unit
+    index_stale_indexed_document_ratio: _Unit
+    index_failed_ingestion_count: _Count
+    index_acl_filter_confirmed: _Flag
+    index_deleted_source_leakage_count: _Count
 
 
 class _SignalSink:
@@ -75,7 +126,8 @@ _SINK: ContextVar[_SignalSink | None] = ContextVar("rag_confidence_signal_sink",
 def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
     """The ``rag.signal.*`` attributes for ``record_signals`` keywords (None values are left out).
 
-    Raises ``TypeError`` for a keyword that is no signal, like any function given an unexpected keyword.
+    Raises :class:`~rag_confidence.errors.UsageError` (a ``TypeError``) for a keyword that is no signal, like
+    any function given an unexpected keyword.
 
     >>> signal_attributes(support_level="high", claim_support={"total_claims": 4, "supported_claims": 3})
     ... # doctest: +NORMALIZE_WHITESPACE
@@ -88,17 +140,17 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
         nested = _NESTED_KEYWORDS.get(keyword)
         if nested is not None:
             if not isinstance(value, Mapping):
-                raise TypeError(f"record_signals: {keyword} must be a mapping, not {type(value).__name__}")
+                raise UsageError(f"record_signals: {keyword} must be a mapping, not {type(value).__name__}")
             for key, item in value.items():
                 flat = nested.get(_snake(str(key)))
                 if flat is None:
-                    raise TypeError(f"record_signals: {keyword} has no field {key!r}")
+                    raise UsageError(f"record_signals: {keyword} has no field {key!r}")
                 if item is not None:
                     attributes[ATTRIBUTE_BY_KEYWORD[flat]] = _attribute_value(item)
             continue
         attribute = ATTRIBUTE_BY_KEYWORD.get(_UNPREFIXED_CORPUS.get(keyword, keyword))
         if attribute is None:
-            raise TypeError(
+            raise UsageError(
                 f"record_signals got an unexpected keyword {keyword!r}; "
                 f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS, *_UNPREFIXED_CORPUS]))}"
             )
@@ -106,7 +158,7 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
     return attributes
 
 
-def record_signals(**signals: Any) -> bool:
+def record_signals(**signals: Unpack[SignalKeywords]) -> bool:
     """Set scoring inputs as ``rag.signal.*`` attributes on the current span; return whether a span took them.
 
     Keywords are the snake_case ScoringInputs fields: ``support_level``, ``has_conflict``,
@@ -180,7 +232,7 @@ def _attribute_value(value: Any) -> AttributeValue:
             plain = None
         if isinstance(plain, (str, bool, int, float)):
             return plain
-    raise TypeError(
+    raise UsageError(
         f"record_signals: {type(value).__name__} is no attribute value (str, bool, number, list of str)"
     )
 
