@@ -137,6 +137,67 @@ def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMem
     assert signals.sources["supportLevel"] == "default"
 
 
+def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None:
+    """Producers name the model's role differently (``assistant``, Gemini's ``model``, ``unknown`` for a streamed
+    LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer."""
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "Which [9]?"}]},
+        {"role": "System", "content": "Cite as [8]."},
+        {"role": "tool", "parts": [{"type": "text", "content": "[7]"}]},
+        {"role": "unknown", "parts": [{"type": "text", "content": "Paris [a]."}]},
+        {"role": "model", "content": "Berlin [b]."},
+        {"role": 3, "content": "Rome [6]."},
+        {"parts": [{"type": "text", "content": "Madrid [a]."}], "finish_reason": "stop"},
+    ]
+    retrieval = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieval kb",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps(
+                [{"id": "a", "score": 0.8}, {"id": "b", "score": 0.6}]
+            ),
+        },
+        end_time=1,
+    )
+    chat = SpanRecord(
+        1,
+        3,
+        1,
+        "chat model",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
+        },
+        end_time=2,
+    )
+    legacy = SpanRecord(
+        1,
+        4,
+        1,
+        "openai.chat",
+        {
+            "gen_ai.completion.0.role": "user",
+            "gen_ai.completion.0.content": "Which [9]?",
+            "gen_ai.completion.1.role": "unknown",
+            "gen_ai.completion.1.content": "Paris [a]. Berlin [b].",
+        },
+        end_time=3,
+    )
+    root = SpanRecord(1, 1, None, "rag", {}, end_time=4)
+
+    current = extract_signals([root, retrieval, chat])
+    # Only the model's three messages: [a], [b] and [a] again; [6] is under a role that is no string.
+    assert current.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert current.inputs["citationCount"] == 2 and current.inputs["invalidCitationCount"] == 0
+    assert current.skipped == 1
+    legacy_signals = extract_signals([root, retrieval, legacy])
+    assert legacy_signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert legacy_signals.inputs["invalidCitationCount"] == 0
+
+
 def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
     tracer, exporter = traced
     with tracer.start_as_current_span("workflow"):

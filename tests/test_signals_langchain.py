@@ -8,6 +8,7 @@ Expected ids and scores come from calling the vector store directly, never from 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -346,6 +347,34 @@ def test_openllmetry_single_retriever(openllmetry: InMemorySpanExporter, chat: b
     assert signals.inputs["citationCount"] == 3
     assert signals.inputs["invalidCitationCount"] == 1  # [4]: only three documents were retrieved
     assert signals.inputs["citationCoverageScore"] == 1.0
+
+
+def test_openllmetry_streamed_chat_answer_is_read_like_an_invoked_one(
+    openllmetry: InMemorySpanExporter,
+) -> None:
+    """The tracer writes a streamed ``AIMessageChunk`` as role ``unknown``: it is the answer all the same."""
+    store = make_store()
+    text = "Paris is the capital of France [1]. Berlin is the capital of Germany [2]."
+    found: dict[str, tuple[list[str], Any]] = {}
+    for mode in ("invoke", "stream"):
+        openllmetry.clear()
+        chain = single_retriever_chain(FakeListChatModel(responses=[text]), store)
+        assert (chain.invoke(QUESTION) if mode == "invoke" else "".join(chain.stream(QUESTION))) == text
+        group = only_answer(openllmetry)
+        (chat,) = [
+            span
+            for span in group.spans
+            if span.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OPERATION_CHAT
+        ]
+        roles = [message["role"] for message in json.loads(chat.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])]
+        found[mode] = (roles, extract_signals(group.spans))
+    assert found["invoke"][0] == ["assistant"] and found["stream"][0] == ["unknown"]
+    for _, signals in found.values():
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+        assert signals.inputs["citationCount"] == 2
+        assert signals.inputs["citationCoverageScore"] == 1.0
+        assert signals.skipped == 0
+    assert found["stream"][1].inputs == found["invoke"][1].inputs
 
 
 def test_openllmetry_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None:

@@ -148,6 +148,11 @@ GEN_AI_OPERATION_TEXT_COMPLETION: Final = "text_completion"
 GEN_AI_OPERATION_GENERATE_CONTENT: Final = "generate_content"
 GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
 GEN_AI_FINISH_REASON_LENGTH: Final = "length"
+# Message roles that speak to a model, never for it (GenAI ``user``/``system``/``tool``, and OpenAI's ``developer``
+# and legacy ``function``): an output message under one of them is no answer. Any other role is the model's
+# own, whatever a producer calls it (``assistant``, Gemini's ``model``, OpenLLMetry's ``unknown`` for a streamed
+# LangChain ``AIMessageChunk``).
+GEN_AI_INPUT_ROLES: Final = frozenset({"user", "system", "tool", "developer", "function"})
 
 # OpenInference
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"

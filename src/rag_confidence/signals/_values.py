@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from .. import semconv
 from .records import SpanRecord
 
 # Bound once: a classmethod looked up on each call costs more than the parse of a short date.
@@ -254,6 +255,18 @@ def indexed(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[
             continue
         found.setdefault(int(index_text), {})[rest] = value
     return [found[index] for index in sorted(found)]
+
+
+def is_answer_role(role: Any, reader: Reader) -> bool:
+    """Whether an output message under ``role`` is the model's answer: no role, or any role but those that speak
+    to a model (:data:`~rag_confidence.semconv.GEN_AI_INPUT_ROLES`, any case). A role that is not a string is
+    skipped and counted."""
+    if role is None:
+        return True
+    if not isinstance(role, str):
+        reader.skip()
+        return False
+    return role.lower() not in semconv.GEN_AI_INPUT_ROLES
 
 
 # The records below are described in ``_model.py``. They are plain classes with their own ``__init__``: mypyc

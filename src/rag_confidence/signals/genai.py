@@ -4,8 +4,9 @@
   of ``{id, score}`` (SDK 1.45+) or the same list as a JSON string. ``content``/``metadata`` are read when
   present. ``gen_ai.data_source.id`` names the method.
 - ``gen_ai.evaluation.result`` span events (or log records the caller attaches as events): name, score, label.
-- Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of assistant messages) and
-  ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``.
+- Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of the model's messages: any role
+  but user/system/tool, so ``assistant`` and also the ``unknown`` OpenLLMetry writes for a streamed LangChain
+  answer) and ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader
+from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, is_answer_role
 from .records import SpanRecord
 
 
@@ -95,7 +96,7 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         if not isinstance(message, Mapping):
             reader.skip()
             continue
-        if message.get("role") not in (None, "assistant"):
+        if not is_answer_role(message.get("role"), reader):
             continue
         reason = message.get("finish_reason")
         if isinstance(reason, str) and reason and reason.lower() not in finish_reasons:

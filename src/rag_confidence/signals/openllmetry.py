@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
-from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed
+from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
 from .records import SpanRecord
 
 _RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
@@ -110,7 +110,7 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     texts = []
     finish_reasons = []
     for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
-        if completion.get("role") not in (None, "assistant"):
+        if not is_answer_role(completion.get("role"), reader):
             continue
         content = completion.get("content")
         if isinstance(content, str):
