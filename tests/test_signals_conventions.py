@@ -137,6 +137,28 @@ def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMem
     assert signals.sources["supportLevel"] == "default"
 
 
+@pytest.mark.parametrize(
+    ("name", "source", "method"),
+    [
+        ("retrieval kb", None, "kb"),  # GenAI names a span ``{operation} {data source}``
+        ("retrieval Docs.v2", None, "Docs.v2"),  # the data source as written, dots and case kept
+        ("retrieval", None, "retrieval"),  # no target in the name
+        ("retrieval kb", "kb-main", "kb-main"),  # gen_ai.data_source.id wins over the name
+    ],
+)
+def test_a_genai_retrieval_without_a_data_source_is_named_by_the_target_in_its_span_name(
+    name: str, source: str | None, method: str
+) -> None:
+    attributes: dict[str, Any] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+        semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps([{"id": "a", "score": 0.8}]),
+    }
+    if source is not None:
+        attributes[semconv.GEN_AI_DATA_SOURCE_ID] = source
+    signals = extract_signals([SpanRecord(1, 2, None, name, attributes)])
+    assert [candidate["retrievalScores"] for candidate in signals.inputs["candidates"]] == [{method: 0.8}]
+
+
 def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None:
     """Producers name the model's role differently (``assistant``, Gemini's ``model``, ``unknown`` for a streamed
     LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer."""

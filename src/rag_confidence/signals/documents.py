@@ -284,7 +284,7 @@ def method_name(
     langchain_name = run_metadata.get(semconv.LANGCHAIN_LS_RETRIEVER_NAME)
     if isinstance(langchain_name, str) and langchain_name:
         return langchain_name
-    return _name_from_span(span.name)
+    return _name_from_span(span)
 
 
 def _run_metadata(attributes: Mapping[str, Any], reader: Reader) -> Mapping[str, Any]:
@@ -304,7 +304,20 @@ def _run_metadata(attributes: Mapping[str, Any], reader: Reader) -> Mapping[str,
     return found
 
 
-def _name_from_span(name: str) -> str:
+def _name_from_span(span: SpanRecord) -> str:
+    name = span.name
+    operation = span.attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    if (
+        isinstance(operation, str)
+        and operation
+        and operation != semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE
+        and name.startswith(operation + " ")
+    ):
+        # GenAI spans are named ``{gen_ai.operation.name} {target}``, and a retrieval's target is its data
+        # source: ``retrieval kb`` is the method the span would be with ``gen_ai.data_source.id = kb``.
+        target = name[len(operation) + 1 :].strip()
+        if target:
+            return target
     # ``vector_db_retrieve BM25Retriever`` / ``VectorIndexRetriever.retrieve`` -> the class, named as
     # LangChain names retrievers (``bm25``, ``vectorindex``), so the same retriever gets one name under every
     # tracer.
