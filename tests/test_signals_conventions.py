@@ -257,6 +257,53 @@ def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter
     assert signals.inputs["citationCount"] == 1
 
 
+def test_a_retriever_span_joined_by_text_to_the_client_it_wraps_keeps_its_own_order() -> None:
+    """Position pairs a wrapper with what it wraps only when nothing else does: here the client reports the text
+    too (as the Chroma instrumentor does), so the retriever's documents join the client's by text, in the
+    retriever's order, even though the two lists have the same length."""
+    texts = {"a": "Paris is the capital of France.", "b": "Berlin is the capital of Germany."}
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "vector_db_retrieve ChromaRetriever",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE,
+            semconv.TRACELOOP_ENTITY_OUTPUT: json.dumps(
+                {"documents": [{"page_content": texts[key], "metadata": {}} for key in ("b", "a")]}
+            ),
+        },
+        end_time=3,
+    )
+    client = SpanRecord(
+        1,
+        3,
+        2,
+        "chroma.query",
+        {semconv.DB_SYSTEM: "chroma"},
+        events=tuple(
+            EventRecord(
+                semconv.DB_QUERY_RESULT,
+                {
+                    semconv.DB_QUERY_RESULT_ID: key,
+                    semconv.DB_QUERY_RESULT_DISTANCE: distance,
+                    semconv.DB_QUERY_RESULT_DOCUMENT: texts[key],
+                },
+            )
+            for key, distance in (("a", 0.25), ("b", 1.0))
+        ),
+        end_time=2,
+    )
+    root = SpanRecord(1, 1, None, "workflow", {}, end_time=4)
+
+    signals = extract_signals([root, retriever, client])
+    assert_scoreable(signals.inputs)
+    assert [(c["documentId"], c["retrievalScores"]) for c in signals.inputs["candidates"]] == [
+        ("b", {"chroma": pytest.approx(0.5)}),
+        ("a", {"chroma": pytest.approx(0.8)}),
+    ]
+
+
 def test_openllmetry_task_span_with_stringified_documents_is_counted() -> None:
     output = json.dumps(
         {

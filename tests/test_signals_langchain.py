@@ -394,6 +394,147 @@ def test_openllmetry_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None
     }
 
 
+PINECONE_HITS = [("doc-1", 0.91), ("doc-2", 0.73), ("doc-4", 0.56)]
+
+
+class PineconeLikeRetriever(BaseRetriever):
+    """A LangChain retriever over a vector-DB client, as langchain-pinecone is under OpenLLMetry.
+
+    Each query gets a client span with one ``db.query.result`` event per hit carrying id, score and metadata but
+    no text (the shape opentelemetry-instrumentation-pinecone writes, here with JSON metadata); the retriever
+    returns documents with text and metadata, no score, and an id that the OpenLLMetry tracer does not record.
+    ``returned`` lists the ids returned, in order (default: the first query's hits as the store ranked them).
+    """
+
+    tracer: Any
+    queries: list[list[tuple[str, float]]]
+    returned: list[str] | None = None
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        for hits in self.queries:
+            with self.tracer.start_as_current_span("pinecone.query", kind=trace.SpanKind.CLIENT) as span:
+                span.set_attribute(semconv.DB_SYSTEM, "pinecone")
+                for doc_id, score in hits:
+                    text, metadata = CORPUS[doc_id]
+                    span.add_event(
+                        semconv.DB_QUERY_RESULT,
+                        {
+                            semconv.DB_QUERY_RESULT_ID: doc_id,
+                            semconv.DB_QUERY_RESULT_SCORE: score,
+                            # The store keeps the text in the metadata; LangChain pops it into page_content.
+                            semconv.DB_QUERY_RESULT_METADATA: json.dumps({**metadata, "text": text}),
+                        },
+                    )
+        ids = self.returned if self.returned is not None else [doc_id for doc_id, _ in self.queries[0]]
+        return [
+            Document(id=doc_id, page_content=CORPUS[doc_id][0], metadata=dict(CORPUS[doc_id][1]))
+            for doc_id in ids
+        ]
+
+
+class ReversingRetriever(BaseRetriever):
+    """A retriever around a retriever that reorders its documents (as a reranking compressor does)."""
+
+    inner: BaseRetriever
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return list(reversed(self.inner.invoke(query, config={"callbacks": run_manager.get_child()})))
+
+
+@pytest.fixture
+def vector_db_tracer(openllmetry: InMemorySpanExporter) -> trace.Tracer:
+    # Not shut down afterwards: that would shut the module's shared exporter down too.
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(openllmetry))
+    return provider.get_tracer("opentelemetry.instrumentation.pinecone")
+
+
+def retriever_chain(retriever: BaseRetriever, text: str) -> Any:
+    return (
+        {"context": retriever | RunnableLambda(format_documents), "question": RunnablePassthrough()}
+        | prompt()
+        | FakeListChatModel(responses=[text])
+        | StrOutputParser()
+    )
+
+
+def test_openllmetry_retriever_over_a_vector_db_client_presents_the_clients_scored_results(
+    openllmetry: InMemorySpanExporter, vector_db_tracer: trace.Tracer
+) -> None:
+    """The retriever span has text and no id, the client span ids and scores and no text: position pairs them."""
+    openllmetry.clear()
+    retriever = PineconeLikeRetriever(tracer=vector_db_tracer, queries=[PINECONE_HITS])
+    retriever_chain(retriever, "Paris is the capital of France [1]. Berlin is in Germany [2].").invoke(
+        QUESTION
+    )
+
+    group = only_answer(openllmetry)
+    (client,) = [span for span in group.spans if span.name == "pinecone.query"]
+    (wrapper,) = [span for span in group.spans if span.span_id == client.parent_span_id]
+    assert wrapper.attributes[semconv.GEN_AI_OPERATION_NAME] == semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE
+    signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
+    assert [
+        (c["documentId"], c["retrievalScores"], c["combinedScore"], c["rank"])
+        for c in signals.inputs["candidates"]
+    ] == [(doc_id, {"pinecone": score}, score, rank) for rank, (doc_id, score) in enumerate(PINECONE_HITS, 1)]
+    assert signals.inputs["candidates"][0]["documentType"] == "atlas"
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS not in signals.diagnostics
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert signals.skipped == 0
+
+
+@pytest.mark.parametrize(
+    ("queries", "returned"),
+    [
+        ([[*PINECONE_HITS, ("doc-3", 0.41)]], ["doc-1", "doc-2", "doc-4"]),  # four results, three returned
+        ([PINECONE_HITS, [("doc-3", 0.8), ("doc-2", 0.7), ("doc-1", 0.6)]], None),  # two queries: which one?
+        ([PINECONE_HITS], ["doc-4", "doc-2", "doc-1"]),  # reordered inside the retriever: metadata disagrees
+    ],
+    ids=["counts differ", "several inner retrievals", "reordered"],
+)
+def test_openllmetry_retriever_over_a_vector_db_client_is_not_paired_by_position_when_position_may_lie(
+    openllmetry: InMemorySpanExporter,
+    vector_db_tracer: trace.Tracer,
+    queries: list[list[tuple[str, float]]],
+    returned: list[str] | None,
+) -> None:
+    openllmetry.clear()
+    retriever = PineconeLikeRetriever(tracer=vector_db_tracer, queries=queries, returned=returned)
+    retriever_chain(retriever, "Paris [1].").invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openllmetry).spans)
+    assert_scoreable(signals.inputs)
+    # Nothing invented: the presented documents stay unscored, as before the rule.
+    assert signals.inputs["candidates"] == []
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 3
+
+
+def test_a_reordering_retriever_around_it_keeps_its_order_and_the_clients_scores(
+    openllmetry: InMemorySpanExporter, vector_db_tracer: trace.Tracer
+) -> None:
+    """Reranker-like wrapper -> retriever -> client: the retriever pairs with the client by position, the wrapper
+    with the retriever by text, so the order is the wrapper's and no score moves to another document."""
+    openllmetry.clear()
+    inner = PineconeLikeRetriever(tracer=vector_db_tracer, queries=[PINECONE_HITS])
+    retriever_chain(ReversingRetriever(inner=inner), "The Loire is long [1].").invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openllmetry).spans)
+    assert_scoreable(signals.inputs)
+    scores = dict(PINECONE_HITS)
+    assert [(c["documentId"], c["retrievalScores"], c["rank"]) for c in signals.inputs["candidates"]] == [
+        ("doc-4", {"pinecone": scores["doc-4"]}, 1),
+        ("doc-2", {"pinecone": scores["doc-2"]}, 2),
+        ("doc-1", {"pinecone": scores["doc-1"]}, 3),
+    ]
+    assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 0
+
+
 def test_both_tracers_at_once_count_one_retrieval(
     openinference: InMemorySpanExporter, openllmetry: InMemorySpanExporter
 ) -> None:

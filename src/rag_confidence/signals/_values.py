@@ -319,7 +319,7 @@ class RawRetrieval:
 class Document:
     """A document after the key map: ``score`` in [0, 1] or None; ``fields`` holds candidate fields."""
 
-    __slots__ = ("key", "id", "content", "score", "fields", "aliases")
+    __slots__ = ("key", "id", "content", "score", "fields", "aliases", "metadata")
 
     def __init__(
         self,
@@ -329,6 +329,7 @@ class Document:
         score: float | None,
         fields: dict[str, Any] | None = None,
         aliases: tuple[str, ...] = (),
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self.key = key
         self.id = id
@@ -336,6 +337,9 @@ class Document:
         self.score = score
         self.fields: dict[str, Any] = {} if fields is None else fields
         self.aliases = aliases
+        # The metadata as reported: evidence against pairing a wrapper's documents with the wrapped ones by
+        # position (see ``candidates.link_by_position``).
+        self.metadata = metadata
 
 
 class Retrieval:

@@ -4,6 +4,10 @@
   them (LlamaIndex ``retrieve`` around ``_retrieve``; fusion, router and ensemble retrievers) and is not a
   method of its own: the wrapped spans are. Two spans reporting the same documents in the same order with
   the same scores (two tracers on one retriever) count once.
+- **Position links a wrapper to what it wraps** when nothing else can: a wrapper whose documents carry neither
+  id nor score, around exactly one retrieval that reported as many documents and shares no id or text with
+  it, presents that retrieval's documents in its order (a LangChain retriever over a Pinecone client under
+  OpenLLMetry). Metadata both report with different values vetoes it (see :func:`link_by_position`).
 - **Hybrid.** Documents are merged across retrieval spans by id (any id a document is known by; the content
   hash when it has none) into one candidate with one ``retrievalScores`` entry per method. One method seen on
   several spans (multi-query) keeps the best score per document.
@@ -18,7 +22,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._values import Document, Retrieval
@@ -89,6 +93,10 @@ def organize(
             for other in plain
         )
     ]
+    for wrapper in wrappers:
+        link_by_position(
+            wrapper, [other for other in plain if _is_ancestor(wrapper.span, other.span, parents)]
+        )
     methods: list[Retrieval] = []
     for retrieval in plain:
         if any(wrapper is retrieval for wrapper in wrappers):
@@ -98,6 +106,58 @@ def organize(
         methods.append(retrieval)
     presenter = rerankers[-1] if rerankers else wrappers[-1] if wrappers else None
     return methods, presenter
+
+
+def link_by_position(wrapper: Retrieval, inner: Sequence[Retrieval]) -> bool:
+    """Make the i-th document ``wrapper`` presents known by the i-th one of the single retrieval it wraps, when
+    nothing else can tell them apart; returns whether it did.
+
+    A LangChain retriever over a vector-DB client reports text and metadata (the tracer drops ``Document.id``),
+    while the client's span reports ids and scores but no text (Pinecone under OpenLLMetry): without a link
+    every presented document is unscored. The retriever returns the store's results in the store's order, so
+    position pairs them, but only when that is the one reading left: the wrapper's documents carry no id and no
+    score; it wraps exactly one retrieval (two tracers' copies of one count once); that retrieval reported as
+    many documents; no id or text already joins the two; and no pair contradicts itself (a metadata key both
+    report with different values, which a wrapper that reorders or filters gives away).
+    """
+    documents = wrapper.documents
+    if not documents:
+        return False
+    for document in documents:
+        if document.id is not None or document.score is not None:
+            return False
+    distinct: list[Retrieval] = []
+    for retrieval in inner:
+        if not any(_same_report(retrieval, kept) for kept in distinct):
+            distinct.append(retrieval)
+    if len(distinct) != 1:
+        return False
+    wrapped = distinct[0].documents
+    if len(wrapped) != len(documents):
+        return False
+    known: set[str] = set()
+    for document in wrapped:
+        known.add(document.key)
+        known.update(document.aliases)
+        if document.content:
+            known.add(content_key(document.content))
+    for document in documents:
+        if document.key in known or not known.isdisjoint(document.aliases):
+            return False
+    for outer, own in zip(documents, wrapped, strict=True):
+        if not _agree(outer.metadata, own.metadata):
+            return False
+    for outer, own in zip(documents, wrapped, strict=True):
+        own.aliases = (*own.aliases, outer.key)
+        outer.aliases = (*outer.aliases, own.key)
+    return True
+
+
+def _agree(first: Mapping[str, Any] | None, second: Mapping[str, Any] | None) -> bool:
+    # Keys only one side reports say nothing (the store keeps the text under a key LangChain pops).
+    if not first or not second:
+        return True
+    return all(key not in second or second[key] == value for key, value in first.items())
 
 
 def _same_report(first: Retrieval, second: Retrieval) -> bool:

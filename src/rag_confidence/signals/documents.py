@@ -54,6 +54,7 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
                 None,
                 _fields(found, reader) if found else {},
                 ids,
+                metadata,
             )
         )
         raw_scores.append(_raw_score(item, found, reader))
