@@ -155,6 +155,10 @@ def openllmetry() -> Iterator[InMemorySpanExporter]:
         instrumentor.uninstrument()
 
 
+def _end_time(span: Any) -> int:
+    return int(span.end_time or 0)
+
+
 def only_answer(exporter: InMemorySpanExporter) -> AnswerGroup:
     groups = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
     assert len(groups) == 1, [group.answer.name for group in groups]
@@ -375,6 +379,53 @@ def test_openllmetry_streamed_chat_answer_is_read_like_an_invoked_one(
         assert signals.inputs["citationCoverageScore"] == 1.0
         assert signals.skipped == 0
     assert found["stream"][1].inputs == found["invoke"][1].inputs
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["judge in an EVALUATOR span", "undeclared judge"])
+def test_an_inline_judge_in_an_evaluator_span_is_not_read_as_the_answer(
+    openllmetry: InMemorySpanExporter, declared: bool
+) -> None:
+    """The documented inline-judge pattern: the judge's LLM call ends after the answer's. Inside a span that
+    declares itself an evaluator it is the judge's; undeclared, nothing tells it apart (a documented limit)."""
+    store = make_store()
+    app_provider = TracerProvider()
+    app_provider.add_span_processor(SimpleSpanProcessor(openllmetry))
+    tracer = app_provider.get_tracer("app")
+    text = "Paris is the capital of France [1]. Berlin is the capital of Germany [2]."
+    judge = FakeListChatModel(responses=["Supported by the context [7]. Verdict: faithful."])
+    openllmetry.clear()
+
+    with tracer.start_as_current_span("answer") as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        assert single_retriever_chain(FakeListChatModel(responses=[text]), store).invoke(QUESTION) == text
+        with tracer.start_as_current_span("faithfulness judge") as evaluator:
+            if declared:
+                evaluator.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_EVALUATOR)
+            judge.invoke(f"Is this answer faithful to the context? {text}")
+        # What EvaluationLogProcessor hands over for a verdict logged in the answer's context.
+        answer.add_event(
+            semconv.GEN_AI_EVALUATION_RESULT,
+            {semconv.GEN_AI_EVALUATION_NAME: "faithfulness", semconv.GEN_AI_EVALUATION_SCORE_VALUE: 0.92},
+        )
+
+    group = only_answer(openllmetry)
+    chats = [
+        span
+        for span in group.spans
+        if span.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OPERATION_CHAT
+    ]
+    (judge_span,) = [span for span in group.spans if span.name == "faithfulness judge"]
+    # The judge's call is the generation that ended last.
+    assert len(chats) == 2 and max(chats, key=_end_time).parent_span_id == judge_span.span_id
+    signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
+    assert signals.inputs["faithfulnessScore"] == 0.92
+    if declared:
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+        assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+    else:
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1  # the judge's [7]
+        assert signals.inputs["invalidCitationCount"] == 1
 
 
 def test_openllmetry_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None:

@@ -18,7 +18,7 @@ from .answers import is_marked_answer, is_retrieval_span
 from .candidates import assemble, organize
 from .citations import summarize
 from .documents import build_retrieval
-from .generation import final_answer
+from .generation import final_answer, without_judges
 from .native import read_native
 from .options import SignalOptions, normalize_evaluation_name
 from .records import SpanRecord
@@ -109,7 +109,11 @@ def extract_signals(
 
     _apply_evaluations(evaluations, options, inputs, sources)
 
-    answer = final_answer(generations, answer_span, options, reader) if answer_span else None
+    answer = (
+        final_answer(without_judges(generations, ordered, answer_span), answer_span, options, reader)
+        if answer_span
+        else None
+    )
     if answer is not None:
         for name, value in answer.stated.items():
             inputs[name] = value

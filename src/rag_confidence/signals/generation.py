@@ -3,7 +3,8 @@
 The answer is the text of the generation span that ended last in the answer's subtree (OpenInference LLM,
 GenAI ``gen_ai.output.messages``, OpenLLMetry completions); with none, the answer span's own ``output.value``.
 A generation whose finish reason is ``length`` (also ``max_tokens``/``max_output_tokens``, as other providers
-spell it) anywhere in the answer marks the answer truncated.
+spell it) anywhere in the answer marks the answer truncated. A generation inside an OpenInference ``EVALUATOR``
+span is a judge's, neither the answer nor part of it (:func:`without_judges`).
 
 A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
 through ``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field
@@ -36,6 +37,46 @@ class Answer:
         self.stated: dict[str, Any] = {}
         self.citations: list[str] = []
         self.structured = False
+
+
+def without_judges(
+    generations: Sequence[Generation], spans: Sequence[SpanRecord], answer_span: SpanRecord
+) -> list[Generation]:
+    """The generations not made inside an OpenInference ``EVALUATOR`` span of the answer (the span itself or an
+    ancestor below the answer span: a harness that runs the whole answer inside an evaluator is no judge of it).
+
+    An inline LLM judge runs after the answer's generation and ends last, so it would be read as the answer.
+    Nothing in its own span tells it apart (its input holding the answer text is also what a refining step's
+    holds), and an evaluation logged in a generation's context marks that generation as the one *evaluated*
+    (the GenAI conventions parent ``gen_ai.evaluation.result`` to the evaluated span): only a span declaring
+    itself an evaluator says so.
+    """
+    top = answer_span.span_id
+    evaluators = {
+        span.span_id
+        for span in spans
+        if span.span_id != top
+        and span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == semconv.OPENINFERENCE_KIND_EVALUATOR
+    }
+    if not evaluators:
+        return list(generations)
+    parents = {span.span_id: span.parent_span_id for span in spans}
+    kept = []
+    for generation in generations:
+        if not _under(generation.span.span_id, evaluators, parents, top):
+            kept.append(generation)
+    return kept
+
+
+def _under(span_id: int, ancestors: set[int], parents: Mapping[int, int | None], top: int) -> bool:
+    seen: set[int] = set()
+    current: int | None = span_id
+    while current is not None and current != top and current not in seen:
+        if current in ancestors:
+            return True
+        seen.add(current)
+        current = parents.get(current)
+    return False
 
 
 def final_answer(
