@@ -304,6 +304,67 @@ def test_a_retriever_span_joined_by_text_to_the_client_it_wraps_keeps_its_own_or
     ]
 
 
+def test_retrieval_spans_whose_documents_cannot_be_read_are_reported_and_leave_citations_unjudged() -> None:
+    documents = json.dumps([{"id": "a", "score": 0.9}, {"id": "b", "score": 0.7}])
+    cut = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieval kb",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: documents[:20],  # what a value length limit leaves
+        },
+        end_time=1,
+    )
+    odd = SpanRecord(
+        1,
+        3,
+        1,
+        "vector_db_retrieve VectorStoreRetriever",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE,
+            semconv.TRACELOOP_ENTITY_OUTPUT: json.dumps({"documents": "a, b"}),
+        },
+        end_time=2,
+    )
+    readable = SpanRecord(
+        1,
+        4,
+        1,
+        "retrieval web",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps([{"id": "c", "score": 0.8}]),
+        },
+        end_time=3,
+    )
+    chat = SpanRecord(
+        1,
+        5,
+        1,
+        "chat model",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "content": "A [1]. C [2]."}]),
+        },
+        end_time=4,
+    )
+    root = SpanRecord(1, 1, None, "rag", {}, end_time=5)
+
+    signals = extract_signals([root, cut, odd, readable, chat])
+    assert_scoreable(signals.inputs)
+    assert [c["documentId"] for c in signals.inputs["candidates"]] == ["c"]
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 2
+    assert signals.skipped == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert "citationCount" not in signals.inputs and "invalidCitationCount" not in signals.inputs
+    # Without the unreadable spans the same answer is judged as usual.
+    judged = extract_signals([root, readable, chat])
+    assert judged.inputs["citationCount"] == 1 and judged.inputs["invalidCitationCount"] == 1
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in judged.diagnostics
+
+
 def test_openllmetry_task_span_with_stringified_documents_is_counted() -> None:
     output = json.dumps(
         {

@@ -263,6 +263,8 @@ GATEWAY_TRANSPORT_HTTP: Final = "http"
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
 #: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
 RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"
+#: Retrieval spans whose document list could not be read at all (JSON cut by the SDK's value length limit).
+RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS: Final = "rag.confidence.retrieval.unreadable_spans"
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process span processor (``rag_confidence.otel.pipeline``): the gateway's counterparts, same suffixes, units

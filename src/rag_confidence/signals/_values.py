@@ -43,12 +43,15 @@ def loads_json(text: str) -> Any:
 class Reader:
     """Reads typed values out of attribute values, counting every value it had to skip."""
 
-    __slots__ = ("_mappings", "dropped_documents", "skipped")
+    __slots__ = ("_mappings", "dropped_documents", "skipped", "unreadable_retrievals")
 
     def __init__(self) -> None:
         self.skipped = 0
         # Leading documents of retrieval spans that the span's attribute limit evicted.
         self.dropped_documents = 0
+        # Retrieval spans that reported documents in a value that could not be read at all (JSON cut short by
+        # the SDK's attribute value length limit): what they retrieved is unknown, not empty.
+        self.unreadable_retrievals = 0
         # JSON object text -> parsed mapping, for this extraction. A reranker reports the documents the
         # retrievers did, metadata strings included: each distinct string is parsed once. Only successes are
         # kept, so a bad value is still skipped (and counted) wherever it appears. Nothing mutates a parsed

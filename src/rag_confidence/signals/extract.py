@@ -120,7 +120,9 @@ def extract_signals(
             sources[name] = "structured answer"
         summary = summarize(answer.text, assembled.presented, options, answer.citations)
         diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] = summary.markers
-        if summary.markers:
+        # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
+        # matching none of those read may be valid, so no citation input is derived rather than a wrong one.
+        if summary.markers and not reader.unreadable_retrievals:
             for name, value in (
                 ("citationCount", summary.cited),
                 ("invalidCitationCount", summary.invalid),
@@ -160,6 +162,8 @@ def extract_signals(
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] = assembled.unscored
     if reader.dropped_documents:
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS] = reader.dropped_documents
+    if reader.unreadable_retrievals:
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] = reader.unreadable_retrievals
     if reader.skipped:
         diagnostics[semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED] = reader.skipped
     return ExtractedSignals(

@@ -36,7 +36,10 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     attributes = span.attributes
     if attributes.get(semconv.GEN_AI_OPERATION_NAME) != semconv.GEN_AI_OPERATION_RETRIEVAL:
         return []
-    listed = _list(attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS), reader)
+    reported = attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS)
+    listed = _list(reported, reader)
+    if listed is None and reported is not None:
+        reader.unreadable_retrievals += 1
     if not listed:
         return []
     documents = []

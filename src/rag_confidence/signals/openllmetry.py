@@ -59,8 +59,14 @@ def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
     if output is None:
         return []
     parsed = reader.mapping(output)
-    listed = parsed.get("documents") if parsed is not None else None
+    if parsed is None:
+        reader.unreadable_retrievals += 1
+        return []
+    listed = parsed.get("documents")
     if not isinstance(listed, list):
+        if listed is not None:
+            reader.skip()
+            reader.unreadable_retrievals += 1
         return []
     documents = []
     for entry in listed:
