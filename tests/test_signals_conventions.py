@@ -365,6 +365,120 @@ def test_retrieval_spans_whose_documents_cannot_be_read_are_reported_and_leave_c
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in judged.diagnostics
 
 
+def vector_db_span(system: str, event: str, results: list[dict[str, Any]]) -> SpanRecord:
+    return SpanRecord(
+        1,
+        2,
+        None,
+        f"{system}.query",
+        {semconv.DB_SYSTEM: system},
+        events=tuple(EventRecord(event, attributes) for attributes in results),
+    )
+
+
+def test_vector_db_metadata_written_as_the_str_of_a_dict_is_read_as_a_python_literal() -> None:
+    """opentelemetry-instrumentation-pinecone writes ``str(match["metadata"])`` and the Milvus one
+    ``str(match["entity"])`` (Milvus also the distance as a string): Python literal syntax, not JSON."""
+    pinecone_metadata = {
+        "document_type": "policy",
+        "last_updated": "2024-05-01",
+        "authority_rank": 1,
+        "is_amendment": True,
+        "tags": ["hr", "leave"],
+        "text": "Staff get 25 days' leave.",
+    }
+    pinecone = vector_db_span(
+        "pinecone",
+        semconv.DB_QUERY_RESULT,
+        [
+            {
+                semconv.DB_QUERY_RESULT_ID: "doc-1",
+                semconv.DB_QUERY_RESULT_SCORE: 0.91,
+                semconv.DB_QUERY_RESULT_METADATA: str(pinecone_metadata),
+            },
+            # A match without metadata (include_metadata=False) is written as str(None).
+            {
+                semconv.DB_QUERY_RESULT_ID: "doc-2",
+                semconv.DB_QUERY_RESULT_SCORE: 0.72,
+                semconv.DB_QUERY_RESULT_METADATA: str(None),
+            },
+        ],
+    )
+    assert "'" in pinecone.events[0].attributes[semconv.DB_QUERY_RESULT_METADATA]  # really no JSON
+    signals = extract_signals([pinecone])
+    assert_scoreable(signals.inputs)
+    assert signals.inputs["candidates"] == [
+        {
+            "retrievalScores": {"pinecone": 0.91},
+            "combinedScore": 0.91,
+            "documentId": "doc-1",
+            "documentType": "policy",
+            "lastUpdated": "2024-05-01",
+            "authorityRank": 1,
+            "isAmendment": True,
+            "rank": 1,
+        },
+        {"retrievalScores": {"pinecone": 0.72}, "combinedScore": 0.72, "documentId": "doc-2", "rank": 2},
+    ]
+    assert signals.skipped == 0
+
+    milvus = vector_db_span(
+        "milvus",
+        semconv.DB_SEARCH_RESULT,
+        [
+            {
+                semconv.DB_SEARCH_RESULT_ID: 7,
+                semconv.DB_SEARCH_RESULT_DISTANCE: str(0.25),
+                semconv.DB_SEARCH_RESULT_ENTITY: str({"doc_type": "faq", "updated_at": None}),
+            }
+        ],
+    )
+    signals = extract_signals([milvus])
+    assert signals.inputs["candidates"] == [
+        {
+            "retrievalScores": {"milvus": 0.8},
+            "combinedScore": 0.8,
+            "documentId": "7",
+            "documentType": "faq",
+            "rank": 1,
+        }
+    ]
+    assert signals.skipped == 0
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "{'a': __import__('os').getpid()}",  # a call: literal_eval refuses it, nothing runs
+        "{'a': (lambda: 1)()}",
+        "{'a': 1 + 2}",
+        "{'a': " + "[" * 500 + "]" * 500 + "}",  # nesting beyond the parser's depth
+        "{'text': '" + "x" * 100_001 + "'}",  # longer than the literal cap: never parsed
+        "{'a': 1",  # cut short
+        "{1, 2}",  # a set, no mapping
+        "page_content='a' metadata={}",
+    ],
+    ids=["call", "lambda", "arithmetic", "deep", "oversized", "truncated", "set", "repr of an object"],
+)
+def test_vector_db_metadata_that_is_no_literal_dict_is_skipped_and_counted(metadata: str) -> None:
+    span = vector_db_span(
+        "pinecone",
+        semconv.DB_QUERY_RESULT,
+        [
+            {
+                semconv.DB_QUERY_RESULT_ID: "doc-1",
+                semconv.DB_QUERY_RESULT_SCORE: 0.5,
+                semconv.DB_QUERY_RESULT_METADATA: metadata,
+            }
+        ],
+    )
+    signals = extract_signals([span])
+    assert signals.inputs["candidates"] == [
+        {"retrievalScores": {"pinecone": 0.5}, "combinedScore": 0.5, "documentId": "doc-1", "rank": 1}
+    ]
+    assert signals.skipped == 1
+
+
 def test_openllmetry_task_span_with_stringified_documents_is_counted() -> None:
     output = json.dumps(
         {

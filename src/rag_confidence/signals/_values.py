@@ -6,6 +6,7 @@ them): this module is compiled with mypyc, so they are native classes, cheap to 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,10 @@ _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
 # Cap on JSON text we parse: a megabyte of metadata on one attribute is someone's bug, not a signal.
 MAX_JSON_CHARS = 1_000_000
+# Cap on Python literal text we evaluate: ``ast.literal_eval`` builds a syntax tree first, far dearer than JSON.
+MAX_LITERAL_CHARS = 100_000
+# ``str(None)``: how an instrumentor that stringifies metadata writes a result that has none.
+_NONE_LITERAL = "None"
 # The C scanner ``json.loads`` ends in. ``loads`` adds a regex for surrounding whitespace and two Python-level
 # calls, which cost more than scanning a short metadata object: text without surrounding whitespace goes
 # straight to the scanner, anything else through ``json.loads`` (same result, same errors).
@@ -210,6 +215,37 @@ class Reader:
             return value
         if isinstance(value, str):
             return self._parsed_mapping(value)
+        self.skipped += 1
+        return None
+
+    def literal_mapping(self, value: Any) -> Mapping[str, Any] | None:
+        """:meth:`mapping`, also reading the ``str()`` of a dict: Python literal syntax (single quotes, ``True``,
+        ``None``), as the Pinecone and Milvus instrumentors write result metadata. Only text that is no JSON,
+        starts with ``{`` and is at most :data:`MAX_LITERAL_CHARS` long goes to ``ast.literal_eval``, which
+        evaluates literals only (never ``eval``). ``"None"`` is no metadata, not a bad value."""
+        if type(value) is not str:
+            return self.mapping(value)
+        known = self._mappings.get(value)
+        if known is not None:
+            return known
+        if value == _NONE_LITERAL:
+            return None
+        if len(value) <= MAX_JSON_CHARS:
+            try:
+                parsed: Any = loads_json(value)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, (dict, Mapping)):
+                self._mappings[value] = parsed
+                return parsed
+        if value.startswith("{") and len(value) <= MAX_LITERAL_CHARS:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict):
+                # Not cached: the cache serves ``mapping()`` too, which must keep skipping what is no JSON.
+                return parsed
         self.skipped += 1
         return None
 

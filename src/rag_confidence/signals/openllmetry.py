@@ -5,8 +5,8 @@
   "metadata"}], "count"}``, present only when content tracing is on. Ids and scores come from the metadata.
 - Vector-DB instrumentors: one ``db.query.result`` event per result (``db.query.result.{id,score,distance,
   metadata,document}``) or ``db.search.result`` (``db.search.result.{id,score,distance,entity}``);
-  ``db.system``
-  names the method.
+  ``db.system`` names the method. Metadata is JSON (Chroma) or the ``str()`` of a dict (Pinecone's
+  ``metadata``, Milvus's ``entity``), read as a Python literal.
 - Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
 """
 
@@ -99,7 +99,7 @@ def _event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
                 score=attributes.get(score_key),
                 distance=attributes.get(distance_key),
                 content=attributes.get(content_key) if content_key else None,
-                metadata=reader.mapping(metadata) if metadata is not None else None,
+                metadata=reader.literal_mapping(metadata) if metadata is not None else None,
             )
         )
     return documents
