@@ -284,6 +284,9 @@ def _base_env(**extra: str) -> dict[str, str]:
             "gzip or none",
         ),
         ((), {"OTEL_EXPORTER_OTLP_COMPRESSION": "bogus"}, "gzip, deflate or none"),
+        # The message names the variable the user set, not its per-signal form.
+        ((), {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json: the"),
+        ((), {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "Thrift"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='thrift'"),
         ((), {"OTEL_METRICS_EXPORTER": "prometheus"}, "over OTLP only"),
         (
             (),
@@ -316,6 +319,8 @@ def _base_env(**extra: str) -> dict[str, str]:
         "timeout 5s",
         "compression brotli",
         "http compression bogus",
+        "protocol http/json",
+        "traces protocol thrift",
         "metrics prometheus",
         "metrics http/json",
         "queue nan",

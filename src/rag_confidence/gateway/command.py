@@ -28,8 +28,8 @@ EPILOG = """downstream (standard OpenTelemetry variables, read as the OpenTeleme
   OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL    grpc or http/protobuf (default http/protobuf)
   OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT     SECONDS, as the Python SDK reads it (the specification says
                                       milliseconds); default 4, at most 600
-  OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _COMPRESSION (gzip or none), _CERTIFICATE, _CLIENT_KEY,
-  _CLIENT_CERTIFICATE, _INSECURE; the _METRICS_ forms for the gateway's own metrics
+  OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _COMPRESSION (gzip or none; deflate too over HTTP), _CERTIFICATE,
+  _CLIENT_KEY, _CLIENT_CERTIFICATE, _INSECURE; the _METRICS_ forms for the gateway's own metrics
   OTEL_METRICS_EXPORTER                   otlp (default) or none
 """
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

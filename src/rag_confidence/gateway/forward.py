@@ -169,11 +169,16 @@ def check_exporter_seams() -> None:
 
 
 def traces_protocol(environ: Mapping[str, str] | None = None) -> str:
-    env = os.environ if environ is None else environ
-    protocol = (
-        env.get(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.get(OTEL_EXPORTER_OTLP_PROTOCOL) or ""
-    ).strip()
-    return protocol.lower() or DEFAULT_PROTOCOL
+    return _protocol_setting(os.environ if environ is None else environ)[1]
+
+
+def _protocol_setting(env: Mapping[str, str]) -> tuple[str, str]:
+    """The variable the traces protocol comes from (for messages) and its value, lower case."""
+    for variable in (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL):
+        protocol = (env.get(variable) or "").strip()
+        if protocol:
+            return variable, protocol.lower()
+    return OTEL_EXPORTER_OTLP_PROTOCOL, DEFAULT_PROTOCOL
 
 
 def downstream_timeout(environ: Mapping[str, str] | None = None) -> float:
@@ -258,7 +263,7 @@ def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forw
             "the exporter default would point back at the gateway's own port",
             path=OTEL_EXPORTER_OTLP_ENDPOINT,
         )
-    protocol = traces_protocol(env)
+    variable, protocol = _protocol_setting(env)
     timeout = downstream_timeout(env)
     if protocol == PROTOCOL_GRPC:
         return GrpcForwarder(timeout, grpc_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env))
@@ -267,11 +272,10 @@ def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forw
         return HttpForwarder(timeout)
     if protocol == PROTOCOL_HTTP_JSON:
         raise ConfigValidationError(
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json: the OpenTelemetry Python SDK has no OTLP/JSON "
-            "exporter; use grpc or http/protobuf",
-            path=OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+            f"{variable}=http/json: the OpenTelemetry Python SDK has no OTLP/JSON exporter; use grpc or "
+            "http/protobuf",
+            path=variable,
         )
     raise ConfigValidationError(
-        f"unknown OTLP protocol {protocol!r}; use grpc or http/protobuf",
-        path=OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+        f"{variable}={protocol!r}: unknown OTLP protocol; use grpc or http/protobuf", path=variable
     )

@@ -49,10 +49,10 @@ Finish = Callable[[Span, _SignalSink, Any], None]
 class _Latest:
     """What :func:`last_scorecard` reads in one context.
 
-    Mutable on purpose: a task or thread started from a context (``asyncio.wait_for`` and ``gather`` on
-    Python < 3.12, ``asyncio.to_thread``, ``copy_context().run``) shares the context's object, and a scored
-    call starting there empties it, so the caller then reads None, never the card of an earlier answer. Each
-    finished call puts a new object in its own context, so a card never leaks into a sibling task.
+    Mutable on purpose: a task or thread started from a context (``gather``, ``create_task``,
+    ``asyncio.to_thread``, ``copy_context().run``, ``wait_for`` on Python < 3.12) shares the context's object,
+    and a scored call starting there empties it, so the caller then reads None, never the card of an earlier
+    answer. Each finished call puts a new object in its own context, so a card never leaks into a sibling task.
     """
 
     __slots__ = ("scorecard",)
@@ -84,7 +84,7 @@ def last_scorecard() -> ConfidenceScorecard | None:
 
     It is None before any scored call, after a call that raised or whose scoring failed, after a stream closed
     before its end, and after a call that ran in another task or thread started from here
-    (``asyncio.wait_for``/``gather`` on Python < 3.12, ``asyncio.to_thread``, ``create_task``): that call sets
+    (``gather``, ``create_task``, ``asyncio.to_thread``, ``wait_for`` on Python < 3.12): that call sets
     it in its own task only. Use ``on_score`` for those, and for threads that do not carry the context
     (``loop.run_in_executor``, ``ThreadPoolExecutor.submit``), where the caller keeps reading its own earlier
     card.

@@ -64,7 +64,10 @@ class ProcessorStats:
     spans_forwarded: int
     #: Answers scored here (answers the decorator already scored are forwarded as they are and not counted).
     answers_scored: int
-    #: Answers whose scoring failed; their span was forwarded with ``rag.confidence.error`` instead.
+    #: Failures, summed: answers whose scoring failed (their span was forwarded with ``rag.confidence.error``
+    #: instead), scorecards whose metrics or event could not be recorded (the span carries its scorecard), and
+    #: spans whose processing failed unexpectedly (forwarded as they were). The ``rag.confidence.processor.*``
+    #: metrics tell them apart.
     scoring_failures: int
     #: Traces whose buffered spans were dropped before their answer ended (TTL or ``max_pending_traces``).
     traces_evicted: int
