@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import threading
+import time
+import weakref
 
 import pytest
 
@@ -59,3 +63,93 @@ def test_a_failing_job_does_not_stop_the_worker() -> None:
 def test_queue_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         BackgroundWorker("test", max_queue=0)
+
+
+# -- found by a lifecycle review: flush under load, fork, processors never shut down ---------------------------
+
+
+def test_flush_waits_for_the_jobs_before_it_not_for_those_submitted_meanwhile() -> None:
+    worker = BackgroundWorker("test", max_queue=10_000)
+    first_started = threading.Event()
+    release = threading.Event()
+    ran: list[str] = []
+
+    def first() -> None:
+        first_started.set()
+        release.wait(10)
+        ran.append("first")
+
+    worker.submit(first)
+    assert first_started.wait(10)
+    flushed: list[bool] = []
+    flusher = threading.Thread(target=lambda: flushed.append(worker.flush(10.0)))
+    flusher.start()
+
+    def slow() -> None:
+        time.sleep(0.01)
+        ran.append("later")
+
+    for _ in range(300):  # ~3 s of work submitted after the flush began: before, flush waited for it all
+        worker.submit(slow)
+    started = time.monotonic()
+    release.set()
+    flusher.join(10)
+    assert flushed == [True]
+    assert time.monotonic() - started < 2.0
+    assert ran[0] == "first"
+    worker.stop(10.0)
+    assert ran.count("later") == 300  # and none of them is lost
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_a_forked_child_starts_empty_and_the_parent_runs_what_was_queued() -> None:
+    worker = BackgroundWorker("test", max_queue=100)
+    started = threading.Event()
+    release = threading.Event()
+    ran: list[int] = []
+    worker.submit(lambda: (started.set(), release.wait(10), ran.append(0)))
+    assert started.wait(10)
+    for index in (1, 2, 3):
+        worker.submit(lambda index=index: ran.append(index))
+    pid = os.fork()
+    if pid == 0:  # the child: nothing inherited to run, a working queue (the parent's thread held its lock)
+        status = 0
+        try:
+            child_ran: list[int] = []
+            if worker.queued() != 0 or not worker.flush(1.0):
+                status = 1
+            elif not worker.submit(lambda: child_ran.append(9)) or not worker.flush(5.0) or child_ran != [9]:
+                status = 2
+            elif ran:  # the parent's queued jobs never ran here
+                status = 3
+        finally:
+            os._exit(status)
+    release.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert worker.flush(10.0)
+    assert ran == [0, 1, 2, 3]  # each queued job ran once, in the parent
+    worker.stop(1.0)
+
+
+def test_a_worker_dropped_without_stop_is_collected_and_its_thread_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rag_confidence.otel import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "_IDLE_CHECK_S", 0.05)  # how long an idle thread holds on (5 s)
+    worker = BackgroundWorker("test-dropped", max_queue=10)
+    worker.submit(lambda: None)
+    assert worker.flush(10.0)
+    thread = worker._thread
+    reference = weakref.ref(worker)
+    del worker
+    deadline = time.monotonic() + 10
+    while reference() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    # Before, its thread and the atexit registry kept it (and the processor holding it) alive for good.
+    assert reference() is None
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive()

@@ -17,6 +17,7 @@ cumulative counters must not go down.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -206,6 +207,18 @@ class _ProcessorGroup:
 _GROUPS: weakref.WeakKeyDictionary[MeterProvider, _ProcessorGroup] = weakref.WeakKeyDictionary()
 _GLOBAL: list[_ProcessorGroup] = []  # the group of processors given no meter provider (at most one)
 _GROUPS_LOCK = threading.Lock()
+
+
+def _new_locks_after_fork() -> None:
+    # A metric reader's thread in the parent may have held them at the fork; the child's reader would wait on
+    # them for ever.
+    global _GROUPS_LOCK
+    _GROUPS_LOCK = threading.Lock()
+    for group in (*_GLOBAL, *_GROUPS.values()):
+        group._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
 
 
 def observe_processor(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -35,7 +36,7 @@ from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
 from .pipeline import ProcessorCounts, observe_processor
-from .worker import BackgroundWorker
+from .worker import BackgroundWorker, call_if_alive
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
 
@@ -48,6 +49,14 @@ _logger = logging.getLogger(__name__)
 # span before that span ends (see ``pending_spans_under``). Weak: the registry keeps no processor alive.
 _LIVE_PROCESSORS: weakref.WeakSet[ConfidenceSpanProcessor] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
+
+
+def _new_live_lock() -> None:
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_live_lock)
 
 # Traces with evaluations held before any of their spans was buffered (see ConfidenceSpanProcessor._early).
 _MAX_EARLY_TRACES = 1024
@@ -87,6 +96,8 @@ class _PendingTrace:
     __slots__ = ("answered", "created", "evaluations", "may_answer", "spans")
 
     def __init__(self, created: float) -> None:
+        # When a span of the trace was last buffered: the TTL runs from there, so a long trace still producing
+        # spans (an agent at work) is not evicted while active.
         self.created = created
         self.spans: list[ReadableSpan] = []
         # Evaluation results logged for spans of this trace (span id, event), read as events of those spans.
@@ -141,13 +152,14 @@ class ConfidenceSpanProcessor(SpanProcessor):
     Beware:
 
     - Only spans that end *before* their answer span are read (the normal nesting). A child that outlives its
-      answer (fire-and-forget work) is forwarded but not scored.
+      answer (fire-and-forget work) is forwarded but not scored; one that outlives its local root is not
+      buffered either.
     - Another processor registered on the same provider sees the original span, without the scorecard: put
       every exporting processor inside this one (or use several ``ConfidenceSpanProcessor``).
     - The enriched copy carries our attributes in addition to the span's own, beyond the span attribute count
       limit if the span was full: our attributes are bounded (about 40) and are the point of the exercise.
     - State is bounded: a trace's buffer is released when its local root ends, dropped after ``pending_ttl_s``
-      or when more than ``max_pending_traces`` are pending (counted in :meth:`stats` and in the
+      without a new span or when more than ``max_pending_traces`` are pending (counted in :meth:`stats` and in the
       ``rag.confidence.processor.*`` metrics on ``meter_provider``, see ``rag_confidence.otel.pipeline``).
     - It never raises into the application: a failure to score is logged, counted and marked on the span with
       ``rag.confidence.error``; the span is forwarded regardless.
@@ -197,11 +209,26 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # buffers, so a judge logging for spans this processor never sees costs no buffer and no eviction.
         # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
+        # Traces whose local root ended and released its buffer, with that root's span id (most recent last,
+        # at most max_pending_traces): a child of such a root that ends after it (fire-and-forget work) is
+        # forwarded without opening a buffer no root would ever release.
+        self._released: OrderedDict[int, int] = OrderedDict()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.add(self)
+        reinit = weakref.WeakMethod(self._after_fork_in_child)
+        os.register_at_fork(after_in_child=lambda: call_if_alive(reinit))
+
+    def _after_fork_in_child(self) -> None:
+        # A thread of the parent (the scoring worker, one ending spans) may have held the lock at the fork; the
+        # traces buffered then are the parent's, whose spans end there.
+        self._lock = threading.Lock()
+        self._counts.lock = self._lock
+        self._pending.clear()
+        self._early.clear()
+        self._released.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
@@ -243,7 +270,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return self._downstream.force_flush(timeout_millis)
         started = time.monotonic()
         drained = self._worker.flush(timeout_millis / 1000)
-        left_ms = max(0, int(timeout_millis - (time.monotonic() - started) * 1000))
+        # The downstream always gets its flush, even when the worker used up the time: the spans forwarded so
+        # far are exported (with 0 ms left the SDK's SynchronousMultiSpanProcessor would skip its processors).
+        left_ms = max(1, int(timeout_millis - (time.monotonic() - started) * 1000))
         return self._downstream.force_flush(left_ms) and drained
 
     # -- public helpers --------------------------------------------------------------------------------------
@@ -356,8 +385,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool
     ) -> ReadableSpan:
         """Release the buffered spans beneath a local root or marked answer; score it if it is an answer."""
+        parent = span.parent
         members, answered_before, may_answer, evaluations = self._take(
-            context.trace_id, context.span_id, local_root=local_root
+            context.trace_id,
+            context.span_id,
+            local_root=local_root,
+            parent_span_id=parent.span_id if parent is not None else None,
         )
         if _already_scored(ended_span_attributes(span)):
             # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
@@ -433,14 +466,48 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Hold ``span`` until its answer or local root ends; ``may_answer`` None: not screened yet."""
         with self._lock:
             pending = self._pending.get(trace_id)
+            if self._released and self._late_child_released(trace_id, span, pending):
+                return
+            now = time.monotonic()
             if pending is None:
-                pending = self._open(trace_id, time.monotonic())
+                pending = self._open(trace_id, now)
+            else:
+                pending.created = now
+                self._pending.move_to_end(trace_id)
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
                 if may_answer or pending.may_answer is False:
                     pending.may_answer = may_answer
             else:
                 self._counts.spans_unbuffered += 1
+
+    def _late_child_released(self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None) -> bool:
+        """True when ``span`` is a child of a local root that ended already: nothing reads it (only spans that
+        end before their answer count), so it is not buffered, and what its subtree buffered is released. A
+        deeper span of such late work is buffered as usual (a marked answer in it is still scored with it)
+        until this top span of the work releases it. Lock held."""
+        root = self._released.get(trace_id)
+        parent = span.parent
+        context = span.context
+        if root is None or parent is None or parent.span_id != root or context is None:
+            return False
+        if pending is not None:
+            members = _subtree(pending.spans, context.span_id) if pending.spans else []
+            if members:
+                taken = {id(member) for member in members}
+                pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+            if not pending.spans:  # also a buffer a marked answer in this work emptied
+                del self._pending[trace_id]
+                self._keep_early(trace_id, pending.evaluations)
+        return True
+
+    def _released_now(self, trace_id: int, root_span_id: int) -> None:
+        """Remember that the local root ``root_span_id`` released its trace; lock held."""
+        released = self._released
+        released[trace_id] = root_span_id
+        released.move_to_end(trace_id)
+        if len(released) > self._max_pending_traces:
+            released.popitem(last=False)
 
     def _open(self, trace_id: int, now: float) -> _PendingTrace:
         """A new buffer for ``trace_id``, holding the evaluations logged before it opened; lock held."""
@@ -483,7 +550,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             pending.popitem(last=False)
 
     def _take(
-        self, trace_id: int, span_id: int, *, local_root: bool
+        self, trace_id: int, span_id: int, *, local_root: bool, parent_span_id: int | None = None
     ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
@@ -491,8 +558,17 @@ class ConfidenceSpanProcessor(SpanProcessor):
         trace; a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
+            late = (
+                not local_root
+                and parent_span_id is not None
+                and self._released.get(trace_id) == parent_span_id
+            )
             if pending is None:
-                if local_root:  # nothing of this trace ended beneath it
+                if local_root or late:
+                    # Nothing of this trace ended beneath it; or a marked answer that is late work itself (a
+                    # child of a local root that ended), which would open a buffer nothing releases.
+                    if local_root:
+                        self._released_now(trace_id, span_id)
                     early = self._early.pop(trace_id, None)
                     if early is None:
                         return [], False, False, {}
@@ -506,6 +582,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 # tree. (Another local root of the same trace, if any, loses buffered spans that held no
                 # retrieval; evaluations of its spans are kept.)
                 del self._pending[trace_id]
+                self._released_now(trace_id, span_id)
                 ids = {member.context.span_id for member in pending.spans if member.context is not None}
                 ids.add(span_id)
                 mine, others = _split(pending.evaluations, ids)
@@ -526,9 +603,14 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if local_root:
                 # Spans left over belong to another local root of the same trace (two requests of one remote
                 # trace served here at once); they keep their buffer until that root ends or the TTL passes.
+                self._released_now(trace_id, span_id)
                 if not pending.spans:
                     del self._pending[trace_id]
                     self._keep_early(trace_id, pending.evaluations)
+            elif late and not pending.spans:
+                # A marked answer that is late work itself took all that was left: nothing else would release it.
+                del self._pending[trace_id]
+                self._keep_early(trace_id, pending.evaluations)
             else:
                 pending.answered = True
             return members, answered, pending.may_answer, evaluations

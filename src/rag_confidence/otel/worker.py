@@ -8,10 +8,12 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["BackgroundWorker"]
+__all__ = ["BackgroundWorker", "call_if_alive"]
 
 _logger = logging.getLogger(__name__)
 
@@ -23,8 +25,9 @@ class BackgroundWorker:
     """Runs submitted jobs on one daemon thread, at most ``max_queue`` waiting.
 
     ``submit`` never blocks: it returns False when the queue is full or the worker stopped, and the caller
-    runs the job itself. ``flush`` waits until every submitted job has finished. The thread starts on first
-    use and again in a forked child (threads do not survive ``fork``), so a pre-fork server works.
+    runs the job itself. ``flush`` waits until the jobs submitted before it have finished. The thread starts
+    on first use. A forked child starts empty: the jobs queued at the fork are the parent's to run (the child
+    would forward their spans a second time), and the lock is new (the parent's thread may have held it).
     """
 
     def __init__(self, name: str, max_queue: int) -> None:
@@ -35,17 +38,24 @@ class BackgroundWorker:
         self._jobs: deque[Job] = deque()
         self._condition = threading.Condition()
         self._running = 0
+        # Jobs queued and jobs finished since creation: flush waits for the count queued when it was called,
+        # so a steady stream of new jobs cannot hold it until its timeout.
+        self._submitted = 0
+        self._finished = 0
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._exit_flush_registered = False
+        reinit = weakref.WeakMethod(self._after_fork_in_child)
+        os.register_at_fork(after_in_child=lambda: call_if_alive(reinit))
 
     def submit(self, job: Job) -> bool:
         with self._condition:
             if self._stopping or len(self._jobs) >= self._max_queue:
                 return False
-            if self._thread is None or self._pid != os.getpid():
+            if self._thread is None:
                 self._start()
             self._jobs.append(job)
+            self._submitted += 1
             self._condition.notify_all()
             return True
 
@@ -54,10 +64,11 @@ class BackgroundWorker:
         return len(self._jobs)  # one atomic read: a gauge needs no lock
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait until all submitted jobs have run; False when ``timeout_s`` passed first."""
+        """Wait until the jobs submitted before this call have run; False when ``timeout_s`` passed first."""
         deadline = time.monotonic() + timeout_s
         with self._condition:
-            while self._jobs or self._running:
+            target = self._submitted
+            while self._finished < target:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -76,38 +87,94 @@ class BackgroundWorker:
                 if not self._jobs:
                     break
                 job = self._jobs.popleft()
-            _run(job)
+            try:
+                _run(job)
+            finally:
+                with self._condition:
+                    self._finished += 1
+                    self._condition.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, timeout_s))
 
     def _start(self) -> None:
-        # Called with the condition held. After a fork the parent's thread is gone; its queued jobs are kept.
-        if not self._pid:
+        # Called with the condition held.
+        if not self._exit_flush_registered:
             # atexit runs handlers last-registered-first: registered on first use, after the application set up
             # its meter and logger providers, this drains the queue before they shut down, so the metrics and
-            # events of the last answers are still exported.
-            atexit.register(self.flush, _EXIT_FLUSH_S)
-        self._pid = os.getpid()
-        self._running = 0
-        self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            # events of the last answers are still exported. Through a weak reference: a worker its processor
+            # dropped without shutting down is not kept alive by the registry.
+            self._exit_flush_registered = True
+            flush = weakref.WeakMethod(self.flush)
+            atexit.register(call_if_alive, flush, _EXIT_FLUSH_S)
+        self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),), name=self._name, daemon=True)
         self._thread.start()
 
-    def _loop(self) -> None:
+    def _next_job(self) -> Job | None:
+        """The next job, once there is one; None when stopped with nothing left (the thread then ends)."""
+        with self._condition:
+            while not self._jobs and not self._stopping:
+                self._condition.wait(_IDLE_CHECK_S)
+                if not self._jobs and not self._stopping:
+                    return _IDLE
+            if not self._jobs:
+                return None
+            self._running += 1
+            return self._jobs.popleft()
+
+    def _job_done(self) -> None:
+        with self._condition:
+            self._running -= 1
+            self._finished += 1
+            self._condition.notify_all()
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's thread does not exist here, and may have held the lock when the process forked; the jobs
+        # queued at the fork stay the parent's (its thread runs them and forwards their spans).
+        self._condition = threading.Condition()
+        self._jobs = deque()
+        self._running = 0
+        self._submitted = self._finished = 0
+        self._thread = None
+
+
+def _idle() -> None:
+    pass
+
+
+# Returned by ``_next_job`` after a quiet spell, so the thread lets go of its worker between jobs: a worker whose
+# processor was dropped without shutdown is then collected, and its thread ends.
+_IDLE: Job = _idle
+_IDLE_CHECK_S = 5.0
+
+
+def _loop(worker_ref: weakref.ref[BackgroundWorker]) -> None:
+    while True:
+        worker = worker_ref()
+        if worker is None:
+            return
+        # Held while there are jobs (queued jobs are spans to forward: the worker must outlive them), let go of
+        # only when the queue stayed empty for a while.
         while True:
-            with self._condition:
-                while not self._jobs and not self._stopping:
-                    self._condition.wait()
-                if not self._jobs:
-                    return
-                job = self._jobs.popleft()
-                self._running += 1
+            job = worker._next_job()
+            if job is None:
+                return
+            if job is _IDLE:
+                break
             try:
                 _run(job)
             finally:
-                with self._condition:
-                    self._running -= 1
-                    self._condition.notify_all()
+                del job  # the job holds a span (and its processor): not kept alive until the next one
+                worker._job_done()
+        del worker
+
+
+def call_if_alive(method: weakref.WeakMethod[Any], *args: object) -> None:
+    """Call the method behind a weak reference, if its object is still alive (at-fork and atexit hooks must not
+    keep what they serve alive)."""
+    bound = method()
+    if bound is not None:
+        bound(*args)
 
 
 def _run(job: Job) -> None:

@@ -1,0 +1,227 @@
+"""``ConfidenceSpanProcessor`` over the life of a long-running service: work that outlives its request,
+traces that stay active past the TTL, ``force_flush`` under a backlog, and pre-fork servers.
+
+Found by a lifecycle review; each test fails on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import semconv
+from rag_confidence.otel import ConfidenceSpanProcessor, mark_answer
+
+from .test_otel_decorator import CANDIDATES, RETRIEVAL
+
+
+def _setup(**options: object) -> tuple[TracerProvider, InMemorySpanExporter, ConfidenceSpanProcessor]:
+    exporter = InMemorySpanExporter()
+    processor = ConfidenceSpanProcessor(SimpleSpanProcessor(exporter), **options)  # type: ignore[arg-type]
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return provider, exporter, processor
+
+
+def _scored(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
+    return {
+        span.name: span
+        for span in exporter.get_finished_spans()
+        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
+    }
+
+
+# -- work that ends after its request -------------------------------------------------------------------------
+
+
+def test_children_that_outlive_their_request_leave_no_buffer_behind() -> None:
+    provider, exporter, processor = _setup(max_pending_traces=100)
+    tracer = provider.get_tracer("test")
+    rag_root = tracer.start_span("query")  # a RAG request in flight: its retrieval has ended, the LLM is slow
+    with tracer.start_as_current_span(
+        "retrieve", context=trace.set_span_in_context(rag_root), attributes=RETRIEVAL
+    ):
+        pass
+    for index in range(500):  # meanwhile, requests whose background task ends after them (fire-and-forget)
+        root = tracer.start_span(f"POST /events {index}")
+        task = tracer.start_span("send-webhook", context=trace.set_span_in_context(root))
+        with tracer.start_as_current_span("http POST", context=trace.set_span_in_context(task)):
+            pass  # a span beneath the late task, buffered until the task ends
+        root.end()
+        task.end()
+    stats = processor.stats()
+    # Before: each late task opened a buffer nothing released; 100 of them evicted the RAG request's retrieval.
+    assert stats.pending_traces == 1 and stats.traces_evicted == 0
+    rag_root.end()
+    assert "query" in _scored(exporter)
+    assert len(exporter.get_finished_spans()) == 2 + 500 * 3  # every span forwarded once
+
+
+def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_retrieval() -> None:
+    provider, exporter, processor = _setup()
+    tracer = provider.get_tracer("test")
+    request = tracer.start_span("POST /ask")
+    job = tracer.start_span("answer job", context=trace.set_span_in_context(request))
+    request.end()  # the request returns 202 Accepted; the job answers afterwards
+    with trace.use_span(job, end_on_exit=False), tracer.start_as_current_span("answer"):
+        mark_answer()
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+    job.end()
+    scored = _scored(exporter)
+    assert set(scored) == {"answer"}
+    # Before the fix too; what changed is that this late work leaves no buffer behind.
+    assert (scored["answer"].attributes or {})[semconv.RAG_CONFIDENCE_CANDIDATES] == len(CANDIDATES)
+    assert processor.stats().pending_traces == 0
+
+
+def test_late_work_of_one_local_root_releases_only_its_own_spans() -> None:
+    provider, exporter, processor = _setup()
+    tracer = provider.get_tracer("test")
+    remote = trace.SpanContext(0xABC, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    first = tracer.start_span("request 1", context=parent)
+    second = tracer.start_span("request 2", context=parent)  # the same remote trace, served concurrently
+    late = tracer.start_span("late task", context=trace.set_span_in_context(first))
+    with tracer.start_as_current_span(
+        "retrieve", context=trace.set_span_in_context(second), attributes=RETRIEVAL
+    ):
+        pass
+    first.end()
+    late.end()  # late work of request 1 releases its own subtree only
+    second.end()
+    assert "request 2" in _scored(exporter)  # rule (c) still sees request 2's retrieval
+    assert processor.stats().pending_traces == 0
+
+
+# -- the TTL runs from a trace's last activity ----------------------------------------------------------------
+
+
+def test_a_trace_still_producing_spans_is_not_evicted_by_the_ttl() -> None:
+    provider, exporter, processor = _setup(pending_ttl_s=0.3)
+    tracer = provider.get_tracer("test")
+    agent = tracer.start_span("agent run")
+    context = trace.set_span_in_context(agent)
+    with tracer.start_as_current_span("retrieve", context=context, attributes=RETRIEVAL):
+        pass
+    for step in range(6):  # 0.6 s of steps, each well within the TTL of the one before
+        time.sleep(0.1)
+        with tracer.start_as_current_span(f"step {step}", context=context):
+            pass
+        # A new trace's buffer runs the eviction check.
+        with tracer.start_as_current_span(f"other request {step}"), tracer.start_as_current_span("db query"):
+            pass
+    agent.end()
+    # Before: the TTL ran from the first buffered span, and the active run lost its retrieval.
+    assert processor.stats().traces_evicted == 0
+    assert "agent run" in _scored(exporter)
+
+
+# -- force_flush with a backlog --------------------------------------------------------------------------------
+
+
+class _Recording(SpanExporter):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.names.extend(span.name for span in spans)
+        return SpanExportResult.SUCCESS
+
+
+def test_force_flush_flushes_the_downstream_even_when_the_worker_used_up_the_time() -> None:
+    exporter = _Recording()
+    batch = BatchSpanProcessor(exporter, schedule_delay_millis=60_000)
+    fan_out = SynchronousMultiSpanProcessor()  # as configure_from_env builds the downstream
+    fan_out.add_span_processor(batch)
+    processor = ConfidenceSpanProcessor(fan_out, background_scoring=True)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    release = threading.Event()
+    assert processor._worker is not None
+    processor._worker.submit(lambda: release.wait(10))  # a backlog the flush cannot get through in time
+    with tracer.start_as_current_span("request"), tracer.start_as_current_span("plain child"):
+        pass
+    assert processor.force_flush(100) is False
+    # Before: the downstream got 0 ms and the SDK skipped it, so even the spans already forwarded stayed put.
+    assert exporter.names == ["plain child"]
+    release.set()
+    assert processor.force_flush(10_000) is True
+    assert exporter.names == ["plain child", "request"]
+    provider.shutdown()
+
+
+# -- pre-fork servers ------------------------------------------------------------------------------------------
+
+
+class _PidExporter(SpanExporter):
+    """Writes ``pid span_id`` lines, so the test counts exports across processes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self.lock, open(self.path, "a") as out:
+            for span in spans:
+                assert span.context is not None
+                out.write(f"{os.getpid()} {span.context.span_id:x}\n")
+        return SpanExportResult.SUCCESS
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_answers_queued_at_a_fork_are_exported_once_by_the_parent(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "exports.txt")
+    processor = ConfidenceSpanProcessor(SimpleSpanProcessor(_PidExporter(path)), background_scoring=True)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    assert processor._worker is not None
+    release, holding = threading.Event(), threading.Event()
+    processor._worker.submit(lambda: (holding.set(), release.wait(10)))  # hold the worker: answers queue up
+    assert holding.wait(10)
+    for index in range(5):
+        with (
+            tracer.start_as_current_span(f"query {index}"),
+            tracer.start_as_current_span("retrieve", attributes=RETRIEVAL),
+        ):
+            pass
+    assert processor._worker.queued() == 5
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            # A child that traces a little and flushes: it must neither forward the parent's queued answers
+            # again nor wait on the parent's lock.
+            with (
+                tracer.start_as_current_span("child query"),
+                tracer.start_as_current_span("retrieve", attributes=RETRIEVAL),
+            ):
+                pass
+            status = 0 if provider.force_flush(5_000) else 1
+        finally:
+            os._exit(status)
+    release.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert provider.force_flush(10_000)
+    with open(path) as exported:
+        lines = exported.read().split()
+    pids, span_ids = lines[0::2], lines[1::2]
+    assert len(span_ids) == len(set(span_ids)) == 5 * 2 + 2  # before: the child exported the 5 queued again
+    assert pids.count(str(pid)) == 2
+    provider.shutdown()
