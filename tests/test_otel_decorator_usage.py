@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import logging
 import subprocess
 import sys
@@ -450,3 +451,14 @@ def test_record_signals_keywords_are_typed_and_match_what_it_accepts(tmp_path: P
     )
     with pytest.raises(UsageError, match="unexpected keyword 'suport_level'"):
         record_signals(suport_level="high")  # type: ignore[call-arg]
+
+
+def test_record_signals_annotations_resolve_at_run_time() -> None:
+    import typing
+
+    from rag_confidence.otel import recording
+
+    # The typed keywords must not cost run-time introspection (get_type_hints, inspect with eval_str).
+    hints = typing.get_type_hints(record_signals, include_extras=True)
+    assert typing.get_args(hints["signals"]) == (recording.SignalKeywords,)
+    assert "signals" in inspect.signature(record_signals, eval_str=True).parameters

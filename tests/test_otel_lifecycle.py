@@ -47,8 +47,12 @@ def _scored(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
 # -- work that ends after its request -------------------------------------------------------------------------
 
 
-def test_children_that_outlive_their_request_leave_no_buffer_behind() -> None:
-    provider, exporter, processor = _setup(max_pending_traces=100)
+BOTH_MODES = pytest.mark.parametrize("background", [False, True], ids=["inline", "background scoring"])
+
+
+@BOTH_MODES
+def test_children_that_outlive_their_request_leave_no_buffer_behind(background: bool) -> None:
+    provider, exporter, processor = _setup(max_pending_traces=100, background_scoring=background)
     tracer = provider.get_tracer("test")
     rag_root = tracer.start_span("query")  # a RAG request in flight: its retrieval has ended, the LLM is slow
     with tracer.start_as_current_span(
@@ -62,16 +66,21 @@ def test_children_that_outlive_their_request_leave_no_buffer_behind() -> None:
             pass  # a span beneath the late task, buffered until the task ends
         root.end()
         task.end()
+    provider.force_flush()
     stats = processor.stats()
     # Before: each late task opened a buffer nothing released; 100 of them evicted the RAG request's retrieval.
     assert stats.pending_traces == 1 and stats.traces_evicted == 0
     rag_root.end()
+    provider.force_flush()
     assert "query" in _scored(exporter)
     assert len(exporter.get_finished_spans()) == 2 + 500 * 3  # every span forwarded once
 
 
-def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_retrieval() -> None:
-    provider, exporter, processor = _setup()
+@BOTH_MODES
+def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_retrieval(
+    background: bool,
+) -> None:
+    provider, exporter, processor = _setup(background_scoring=background)
     tracer = provider.get_tracer("test")
     request = tracer.start_span("POST /ask")
     job = tracer.start_span("answer job", context=trace.set_span_in_context(request))
@@ -81,6 +90,7 @@ def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_re
         with tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
             pass
     job.end()
+    provider.force_flush()
     scored = _scored(exporter)
     assert set(scored) == {"answer"}
     # Before the fix too; what changed is that this late work leaves no buffer behind.
@@ -88,8 +98,9 @@ def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_re
     assert processor.stats().pending_traces == 0
 
 
-def test_late_work_of_one_local_root_releases_only_its_own_spans() -> None:
-    provider, exporter, processor = _setup()
+@BOTH_MODES
+def test_late_work_of_one_local_root_releases_only_its_own_spans(background: bool) -> None:
+    provider, exporter, processor = _setup(background_scoring=background)
     tracer = provider.get_tracer("test")
     remote = trace.SpanContext(0xABC, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
     parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
@@ -103,8 +114,69 @@ def test_late_work_of_one_local_root_releases_only_its_own_spans() -> None:
     first.end()
     late.end()  # late work of request 1 releases its own subtree only
     second.end()
+    provider.force_flush()
     assert "request 2" in _scored(exporter)  # rule (c) still sees request 2's retrieval
     assert processor.stats().pending_traces == 0
+
+
+@BOTH_MODES
+@pytest.mark.parametrize("after_root", [False, True], ids=["before its root ends", "after its root ends"])
+def test_a_child_that_outlives_its_marked_answer_leaves_no_buffer_behind(
+    background: bool, after_root: bool
+) -> None:
+    provider, exporter, processor = _setup(max_pending_traces=50, background_scoring=background)
+    tracer = provider.get_tracer("test")
+    live = tracer.start_span("live query")  # in flight throughout, its retrieval buffered
+    with tracer.start_as_current_span(
+        "retrieve", context=trace.set_span_in_context(live), attributes=RETRIEVAL
+    ):
+        pass
+    for index in range(100):
+        request = tracer.start_span(f"request {index}")
+        answer = tracer.start_span("answer", context=trace.set_span_in_context(request))
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        cache_write = tracer.start_span("cache write", context=trace.set_span_in_context(answer))
+        with tracer.start_as_current_span("redis SET", context=trace.set_span_in_context(cache_write)):
+            pass
+        answer.end()  # scored; its fire-and-forget cache write goes on
+        if after_root:
+            request.end()
+            cache_write.end()
+        else:
+            cache_write.end()
+            request.end()
+    provider.force_flush()
+    stats = processor.stats()
+    # Before: each cache write's buffer stayed (the ended answer hid it from its root), 50 evicted the live one.
+    assert stats.pending_traces == 1 and stats.traces_evicted == 0
+    live.end()
+    provider.force_flush()
+    assert "live query" in _scored(exporter)
+
+
+@BOTH_MODES
+def test_a_concurrent_root_keeps_the_answered_mark_of_its_trace(background: bool) -> None:
+    provider, exporter, _ = _setup(background_scoring=background)
+    tracer = provider.get_tracer("test")
+    remote = trace.SpanContext(0xABC, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    first = tracer.start_span("request 1", context=parent)
+    second = tracer.start_span("request 2", context=parent)
+    with (
+        tracer.start_as_current_span(
+            "answer 2", context=trace.set_span_in_context(second), attributes={semconv.RAG_ANSWER: True}
+        ),
+        tracer.start_as_current_span("retrieve", attributes=RETRIEVAL),
+    ):
+        pass
+    first.end()  # before: released the trace's (empty) buffer and with it request 2's answered mark
+    with tracer.start_as_current_span(
+        "retrieve again", context=trace.set_span_in_context(second), attributes=RETRIEVAL
+    ):
+        pass
+    second.end()
+    provider.force_flush()
+    assert set(_scored(exporter)) == {"answer 2"}  # request 2 is no second answer by rule (c)
 
 
 # -- the TTL runs from a trace's last activity ----------------------------------------------------------------

@@ -153,3 +153,26 @@ def test_a_worker_dropped_without_stop_is_collected_and_its_thread_ends(
     assert thread is not None
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_a_thread_that_cannot_start_is_retried_and_stop_still_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = BackgroundWorker("test-start", max_queue=10)
+    real_start = threading.Thread.start
+    failures = [RuntimeError("can't start new thread")]
+
+    def start_once_failing(thread: threading.Thread) -> None:
+        if failures:
+            raise failures.pop()
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once_failing)
+    ran: list[int] = []
+    with pytest.raises(RuntimeError):
+        worker.submit(lambda: ran.append(1))  # the processor runs the job itself then
+    # Before: the unstarted thread was kept, later jobs queued for nobody, and stop() raised on join.
+    assert worker.submit(lambda: ran.append(2))
+    assert worker.flush(10.0)
+    worker.stop(1.0)
+    assert ran == [2]

@@ -83,11 +83,11 @@ def last_scorecard() -> ConfidenceScorecard | None:
             text = "I can't answer that reliably."
 
     It is None before any scored call, after a call that raised or whose scoring failed, after a stream closed
-    before its end, and after a call that ran in another task or thread started from here
-    (``gather``, ``create_task``, ``asyncio.to_thread``, ``wait_for`` on Python < 3.12): that call sets
-    it in its own task only. Use ``on_score`` for those, and for threads that do not carry the context
-    (``loop.run_in_executor``, ``ThreadPoolExecutor.submit``), where the caller keeps reading its own earlier
-    card.
+    before its end (once iterated: a generator's code, ours included, runs from the first ``next``), and after
+    a call that ran in another task or thread started from here (``gather``, ``create_task``,
+    ``asyncio.to_thread``, ``wait_for`` on Python < 3.12): that call sets it in its own task only. Use
+    ``on_score`` for those, and for threads that do not carry the context (``loop.run_in_executor``,
+    ``ThreadPoolExecutor.submit``), where the caller keeps reading its own earlier card.
     """
     latest = _LAST.get()
     return None if latest is None else latest.scorecard

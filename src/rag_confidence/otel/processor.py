@@ -36,7 +36,7 @@ from .answer_scoring import AnswerScorer, ScoredAnswer
 from .events import EvaluationEmitter
 from .metrics import ConfidenceInstruments, span_context_as_parent
 from .pipeline import ProcessorCounts, observe_processor
-from .worker import BackgroundWorker, call_if_alive
+from .worker import BackgroundWorker
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
 
@@ -49,14 +49,21 @@ _logger = logging.getLogger(__name__)
 # span before that span ends (see ``pending_spans_under``). Weak: the registry keeps no processor alive.
 _LIVE_PROCESSORS: weakref.WeakSet[ConfidenceSpanProcessor] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
+# Ended local roots and marked answers remembered per trace (for work that outlives them): a bound for traces
+# with very many answers.
+_MAX_ANCHORS_PER_TRACE = 256
 
 
-def _new_live_lock() -> None:
+def _after_fork_in_child() -> None:
     global _LIVE_LOCK
     _LIVE_LOCK = threading.Lock()
+    for processor in list(_LIVE_PROCESSORS):
+        processor._after_fork_in_child()
 
 
-os.register_at_fork(after_in_child=_new_live_lock)
+# One hook for all processors (one per processor could never be removed). A processor shut down is no longer
+# live: its child has nothing to reinitialise.
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # Traces with evaluations held before any of their spans was buffered (see ConfidenceSpanProcessor._early).
 _MAX_EARLY_TRACES = 1024
@@ -209,17 +216,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # buffers, so a judge logging for spans this processor never sees costs no buffer and no eviction.
         # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
-        # Traces whose local root ended and released its buffer, with that root's span id (most recent last,
-        # at most max_pending_traces): a child of such a root that ends after it (fire-and-forget work) is
-        # forwarded without opening a buffer no root would ever release.
-        self._released: OrderedDict[int, int] = OrderedDict()
+        # Work that outlives what it belongs to. Per trace (most recent last, at most max_pending_traces each):
+        # the local roots and marked answers that ended (a child of one that ends after it is never read, and
+        # opens no buffer), and how many local roots are still running (none: nothing will release a buffer).
+        self._ended: OrderedDict[int, set[int]] = OrderedDict()
+        self._running_roots: OrderedDict[int, int] = OrderedDict()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.add(self)
-        reinit = weakref.WeakMethod(self._after_fork_in_child)
-        os.register_at_fork(after_in_child=lambda: call_if_alive(reinit))
 
     def _after_fork_in_child(self) -> None:
         # A thread of the parent (the scoring worker, one ending spans) may have held the lock at the fork; the
@@ -228,11 +234,21 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._counts.lock = self._lock
         self._pending.clear()
         self._early.clear()
-        self._released.clear()
+        self._ended.clear()
+        self._running_roots.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        parent = span.parent
+        context = span.context
+        if (parent is None or parent.is_remote) and context is not None:
+            with self._lock:
+                running = self._running_roots
+                running[context.trace_id] = running.get(context.trace_id, 0) + 1
+                running.move_to_end(context.trace_id)
+                if len(running) > self._max_pending_traces:  # roots that never end: forget the oldest
+                    running.popitem(last=False)
         try:
             self._downstream.on_start(span, parent_context=parent_context)
         except Exception:
@@ -258,12 +274,14 @@ class ConfidenceSpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.discard(self)
-        if self._worker is not None:
-            self._worker.stop(timeout_s=30.0)
-        with self._lock:
-            self._pending.clear()
-            self._early.clear()
-        self._downstream.shutdown()
+        try:
+            if self._worker is not None:
+                self._worker.stop(timeout_s=30.0)
+        finally:
+            with self._lock:
+                self._pending.clear()
+                self._early.clear()
+            self._downstream.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         if self._worker is None:
@@ -363,10 +381,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
             return span
-        if self._worker is not None:
-            # Counted as received before the worker can forward it, so received never trails forwarded.
-            with self._lock:
+        with self._lock:
+            # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended.
+            self._anchor_ended(context.trace_id, context.span_id, local_root)
+            if self._worker is not None:
+                # Counted as received before the worker can forward it, so received never trails forwarded.
                 self._counts.spans_received += 1
+        if self._worker is not None:
             try:
                 submitted = self._worker.submit(
                     functools.partial(self._finish, span, context, local_root, marked)
@@ -385,12 +406,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool
     ) -> ReadableSpan:
         """Release the buffered spans beneath a local root or marked answer; score it if it is an answer."""
-        parent = span.parent
         members, answered_before, may_answer, evaluations = self._take(
-            context.trace_id,
-            context.span_id,
-            local_root=local_root,
-            parent_span_id=parent.span_id if parent is not None else None,
+            context.trace_id, context.span_id, local_root=local_root
         )
         if _already_scored(ended_span_attributes(span)):
             # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
@@ -466,7 +483,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Hold ``span`` until its answer or local root ends; ``may_answer`` None: not screened yet."""
         with self._lock:
             pending = self._pending.get(trace_id)
-            if self._released and self._late_child_released(trace_id, span, pending):
+            if self._ended and self._late_child_released(trace_id, span, pending):
                 return
             now = time.monotonic()
             if pending is None:
@@ -482,32 +499,43 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._counts.spans_unbuffered += 1
 
     def _late_child_released(self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None) -> bool:
-        """True when ``span`` is a child of a local root that ended already: nothing reads it (only spans that
-        end before their answer count), so it is not buffered, and what its subtree buffered is released. A
-        deeper span of such late work is buffered as usual (a marked answer in it is still scored with it)
-        until this top span of the work releases it. Lock held."""
-        root = self._released.get(trace_id)
+        """True when ``span`` is a child of a local root or marked answer that ended before it (fire-and-forget
+        work): nothing reads it (only spans that end before their answer count), so it is not buffered, and
+        what its subtree buffered is released; the buffer goes too once it is empty and no local root of the
+        trace is running. Deeper spans of such work are buffered as usual (a marked answer in it is still
+        scored with them) until the top span of the work ends. Lock held."""
+        ended = self._ended.get(trace_id)
         parent = span.parent
         context = span.context
-        if root is None or parent is None or parent.span_id != root or context is None:
+        if not ended or parent is None or context is None or parent.span_id not in ended:
             return False
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
             if members:
                 taken = {id(member) for member in members}
                 pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
-            if not pending.spans:  # also a buffer a marked answer in this work emptied
+            if not pending.spans and not self._running_roots.get(trace_id):
                 del self._pending[trace_id]
                 self._keep_early(trace_id, pending.evaluations)
         return True
 
-    def _released_now(self, trace_id: int, root_span_id: int) -> None:
-        """Remember that the local root ``root_span_id`` released its trace; lock held."""
-        released = self._released
-        released[trace_id] = root_span_id
-        released.move_to_end(trace_id)
-        if len(released) > self._max_pending_traces:
-            released.popitem(last=False)
+    def _anchor_ended(self, trace_id: int, span_id: int, local_root: bool) -> None:
+        """Note that a local root or marked answer ended; lock held."""
+        ended = self._ended.get(trace_id)
+        if ended is None:
+            ended = self._ended[trace_id] = set()
+            if len(self._ended) > self._max_pending_traces:
+                self._ended.popitem(last=False)
+        else:
+            self._ended.move_to_end(trace_id)
+        if len(ended) < _MAX_ANCHORS_PER_TRACE:
+            ended.add(span_id)
+        if local_root:
+            running = self._running_roots.get(trace_id, 0) - 1
+            if running > 0:
+                self._running_roots[trace_id] = running
+            else:
+                self._running_roots.pop(trace_id, None)
 
     def _open(self, trace_id: int, now: float) -> _PendingTrace:
         """A new buffer for ``trace_id``, holding the evaluations logged before it opened; lock held."""
@@ -550,7 +578,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             pending.popitem(last=False)
 
     def _take(
-        self, trace_id: int, span_id: int, *, local_root: bool, parent_span_id: int | None = None
+        self, trace_id: int, span_id: int, *, local_root: bool
     ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
@@ -558,17 +586,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
         trace; a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
-            late = (
-                not local_root
-                and parent_span_id is not None
-                and self._released.get(trace_id) == parent_span_id
-            )
+            # No local root of the trace running: a buffer left now would never be released (a marked answer in
+            # work that outlives its request), and no root needs the answered mark.
+            orphan = not local_root and not self._running_roots.get(trace_id)
             if pending is None:
-                if local_root or late:
-                    # Nothing of this trace ended beneath it; or a marked answer that is late work itself (a
-                    # child of a local root that ended), which would open a buffer nothing releases.
-                    if local_root:
-                        self._released_now(trace_id, span_id)
+                if local_root or orphan:
+                    # Nothing of this trace ended beneath it.
                     early = self._early.pop(trace_id, None)
                     if early is None:
                         return [], False, False, {}
@@ -582,7 +605,6 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 # tree. (Another local root of the same trace, if any, loses buffered spans that held no
                 # retrieval; evaluations of its spans are kept.)
                 del self._pending[trace_id]
-                self._released_now(trace_id, span_id)
                 ids = {member.context.span_id for member in pending.spans if member.context is not None}
                 ids.add(span_id)
                 mine, others = _split(pending.evaluations, ids)
@@ -602,13 +624,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 evaluations = _by_span(mine)
             if local_root:
                 # Spans left over belong to another local root of the same trace (two requests of one remote
-                # trace served here at once); they keep their buffer until that root ends or the TTL passes.
-                self._released_now(trace_id, span_id)
-                if not pending.spans:
+                # trace served here at once); they keep their buffer until that root ends or the TTL passes. So
+                # does its answered mark, empty as the buffer may be, while such a root runs.
+                if not pending.spans and not self._running_roots.get(trace_id):
                     del self._pending[trace_id]
                     self._keep_early(trace_id, pending.evaluations)
-            elif late and not pending.spans:
-                # A marked answer that is late work itself took all that was left: nothing else would release it.
+            elif orphan and not pending.spans:
+                # A marked answer in work that outlived its request took all that was left.
                 del self._pending[trace_id]
                 self._keep_early(trace_id, pending.evaluations)
             else:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, SupportsFloat, SupportsIndex, TypedDict
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from typing import Any, SupportsFloat, SupportsIndex
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
+
+# Imported for real, not only for type checkers (typing.get_type_hints and pydantic read the annotation), and from
+# typing_extensions, whose TypedDict pydantic reads on every Python version.
+from typing_extensions import TypedDict, Unpack
 
 from .. import semconv
 from ..errors import UsageError

@@ -45,8 +45,7 @@ class BackgroundWorker:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._exit_flush_registered = False
-        reinit = weakref.WeakMethod(self._after_fork_in_child)
-        os.register_at_fork(after_in_child=lambda: call_if_alive(reinit))
+        _WORKERS.add(self)
 
     def submit(self, job: Job) -> bool:
         with self._condition:
@@ -94,7 +93,7 @@ class BackgroundWorker:
                     self._finished += 1
                     self._condition.notify_all()
         thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread.ident is not None and thread is not threading.current_thread():
             thread.join(max(0.0, timeout_s))
 
     def _start(self) -> None:
@@ -107,8 +106,9 @@ class BackgroundWorker:
             self._exit_flush_registered = True
             flush = weakref.WeakMethod(self.flush)
             atexit.register(call_if_alive, flush, _EXIT_FLUSH_S)
-        self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),), name=self._name, daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=_loop, args=(weakref.ref(self),), name=self._name, daemon=True)
+        thread.start()  # may raise (no thread can be started): the next submit tries again
+        self._thread = thread
 
     def _next_job(self) -> Job | None:
         """The next job, once there is one; None when stopped with nothing left (the thread then ends)."""
@@ -167,6 +167,18 @@ def _loop(worker_ref: weakref.ref[BackgroundWorker]) -> None:
                 del job  # the job holds a span (and its processor): not kept alive until the next one
                 worker._job_done()
         del worker
+
+
+_WORKERS: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for worker in list(_WORKERS):
+        worker._after_fork_in_child()
+
+
+# One hook for all workers (a hook per worker could never be removed: each would cost every later fork).
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def call_if_alive(method: weakref.WeakMethod[Any], *args: object) -> None:
