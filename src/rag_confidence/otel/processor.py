@@ -219,8 +219,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # Work that outlives what it belongs to. Per trace (most recent last, at most max_pending_traces each):
         # the local roots and marked answers that ended (a child of one that ends after it is never read, and
         # opens no buffer), and how many local roots are still running (none: nothing will release a buffer).
-        self._ended: OrderedDict[int, set[int]] = OrderedDict()
+        # One span id, or a set of them for a trace with several (one int per trace spares a set per trace).
+        self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
         self._running_roots: OrderedDict[int, int] = OrderedDict()
+        # Changes to _running_roots take this lock, not self._lock, which the scoring worker holds for long:
+        # a span starting on the application thread never waits for scoring. Readers under self._lock read it
+        # without (one dict read).
+        self._roots_lock = threading.Lock()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
@@ -231,6 +236,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # A thread of the parent (the scoring worker, one ending spans) may have held the lock at the fork; the
         # traces buffered then are the parent's, whose spans end there.
         self._lock = threading.Lock()
+        self._roots_lock = threading.Lock()
         self._counts.lock = self._lock
         self._pending.clear()
         self._early.clear()
@@ -243,7 +249,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         parent = span.parent
         context = span.context
         if (parent is None or parent.is_remote) and context is not None:
-            with self._lock:
+            with self._roots_lock:
                 running = self._running_roots
                 running[context.trace_id] = running.get(context.trace_id, 0) + 1
                 running.move_to_end(context.trace_id)
@@ -381,9 +387,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
             return span
+        if local_root:
+            self._root_ended(context.trace_id)
         with self._lock:
             # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended.
-            self._anchor_ended(context.trace_id, context.span_id, local_root)
+            self._anchor_ended(context.trace_id, context.span_id)
             if self._worker is not None:
                 # Counted as received before the worker can forward it, so received never trails forwarded.
                 self._counts.spans_received += 1
@@ -483,7 +491,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Hold ``span`` until its answer or local root ends; ``may_answer`` None: not screened yet."""
         with self._lock:
             pending = self._pending.get(trace_id)
-            if self._ended and self._late_child_released(trace_id, span, pending):
+            ended = self._ended.get(trace_id)
+            if ended is not None and self._late_child_released(trace_id, span, pending, ended):
                 return
             now = time.monotonic()
             if pending is None:
@@ -498,16 +507,19 @@ class ConfidenceSpanProcessor(SpanProcessor):
             else:
                 self._counts.spans_unbuffered += 1
 
-    def _late_child_released(self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None) -> bool:
+    def _late_child_released(
+        self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None, ended: int | set[int]
+    ) -> bool:
         """True when ``span`` is a child of a local root or marked answer that ended before it (fire-and-forget
         work): nothing reads it (only spans that end before their answer count), so it is not buffered, and
         what its subtree buffered is released; the buffer goes too once it is empty and no local root of the
         trace is running. Deeper spans of such work are buffered as usual (a marked answer in it is still
         scored with them) until the top span of the work ends. Lock held."""
-        ended = self._ended.get(trace_id)
         parent = span.parent
         context = span.context
-        if not ended or parent is None or context is None or parent.span_id not in ended:
+        if parent is None or context is None:
+            return False
+        if parent.span_id != ended if isinstance(ended, int) else parent.span_id not in ended:
             return False
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
@@ -519,18 +531,23 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._keep_early(trace_id, pending.evaluations)
         return True
 
-    def _anchor_ended(self, trace_id: int, span_id: int, local_root: bool) -> None:
+    def _anchor_ended(self, trace_id: int, span_id: int) -> None:
         """Note that a local root or marked answer ended; lock held."""
-        ended = self._ended.get(trace_id)
+        anchors = self._ended
+        ended = anchors.get(trace_id)
         if ended is None:
-            ended = self._ended[trace_id] = set()
-            if len(self._ended) > self._max_pending_traces:
-                self._ended.popitem(last=False)
-        else:
-            self._ended.move_to_end(trace_id)
-        if len(ended) < _MAX_ANCHORS_PER_TRACE:
+            anchors[trace_id] = span_id
+            if len(anchors) > self._max_pending_traces:
+                anchors.popitem(last=False)
+            return
+        anchors.move_to_end(trace_id)
+        if isinstance(ended, int):
+            anchors[trace_id] = {ended, span_id}
+        elif len(ended) < _MAX_ANCHORS_PER_TRACE:
             ended.add(span_id)
-        if local_root:
+
+    def _root_ended(self, trace_id: int) -> None:
+        with self._roots_lock:
             running = self._running_roots.get(trace_id, 0) - 1
             if running > 0:
                 self._running_roots[trace_id] = running
