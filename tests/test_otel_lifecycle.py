@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -297,3 +298,85 @@ def test_answers_queued_at_a_fork_are_exported_once_by_the_parent(tmp_path: obje
     assert len(span_ids) == len(set(span_ids)) == 5 * 2 + 2  # before: the child exported the 5 queued again
     assert pids.count(str(pid)) == 2
     provider.shutdown()
+
+
+# -- answered marks belong to the local root above the answer (found by a review of the above) ----------------
+
+
+def _remote_parent(trace_id: int = 0xABC) -> Context:
+    remote = trace.SpanContext(trace_id, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
+    return trace.set_span_in_context(trace.NonRecordingSpan(remote))
+
+
+@BOTH_MODES
+def test_a_root_that_reads_as_a_retrieval_is_not_scored_beside_its_marked_answer(background: bool) -> None:
+    for _ in range(20 if background else 1):  # the background race showed in every run
+        provider, exporter, _ = _setup(background_scoring=background)
+        tracer = provider.get_tracer("test")
+        # rag.retrieval.method on the root (LangChain run metadata inherited by the root chain) makes it a retrieval.
+        root = tracer.start_span(
+            "root", context=_remote_parent(), attributes={semconv.RAG_RETRIEVAL_METHOD: "dense"}
+        )
+        answer = tracer.start_span(
+            "answer", context=trace.set_span_in_context(root), attributes={semconv.RAG_ANSWER: True}
+        )
+        with tracer.start_as_current_span(
+            "retrieve", context=trace.set_span_in_context(answer), attributes=RETRIEVAL
+        ):
+            pass
+        answer.end()
+        root.end()
+        provider.force_flush()
+        assert set(_scored(exporter)) == {"answer"}
+
+
+@BOTH_MODES
+def test_a_root_whose_start_was_not_seen_keeps_the_mark_of_its_answer(background: bool) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    tracer = provider.get_tracer("test")
+    root = tracer.start_span("root", context=_remote_parent())
+    # Installed while the request runs: the processor never saw the root start.
+    provider.add_span_processor(
+        ConfidenceSpanProcessor(SimpleSpanProcessor(exporter), background_scoring=background)
+    )
+    answer = tracer.start_span(
+        "answer", context=trace.set_span_in_context(root), attributes={semconv.RAG_ANSWER: True}
+    )
+    with tracer.start_as_current_span(
+        "retrieve", context=trace.set_span_in_context(answer), attributes=RETRIEVAL
+    ):
+        pass
+    answer.end()
+    with tracer.start_as_current_span(
+        "related", context=trace.set_span_in_context(root), attributes=RETRIEVAL
+    ):
+        pass  # a second retrieval after the answer, in the same request
+    root.end()
+    provider.force_flush()
+    assert set(_scored(exporter)) == {"answer"}  # not the root a second time by rule (c)
+
+
+@BOTH_MODES
+def test_a_concurrent_root_without_a_marked_answer_is_still_scored(background: bool) -> None:
+    provider, exporter, processor = _setup(background_scoring=background)
+    tracer = provider.get_tracer("test")
+    first = tracer.start_span("request 1", context=_remote_parent())
+    second = tracer.start_span("request 2", context=_remote_parent())
+    with (
+        tracer.start_as_current_span(
+            "answer 1", context=trace.set_span_in_context(first), attributes={semconv.RAG_ANSWER: True}
+        ),
+        tracer.start_as_current_span("retrieve 1", attributes=RETRIEVAL),
+    ):
+        pass
+    with tracer.start_as_current_span(
+        "retrieve 2", context=trace.set_span_in_context(second), attributes=RETRIEVAL
+    ):
+        pass
+    first.end()
+    second.end()
+    provider.force_flush()
+    # Request 1's answer mark is its own: request 2 is an answer by rule (c).
+    assert set(_scored(exporter)) == {"answer 1", "request 2"}
+    assert processor.stats().pending_traces == 0

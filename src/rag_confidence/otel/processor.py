@@ -109,8 +109,10 @@ class _PendingTrace:
         self.spans: list[ReadableSpan] = []
         # Evaluation results logged for spans of this trace (span id, event), read as events of those spans.
         self.evaluations: list[tuple[int, EventRecord]] = []
-        # Set once an answer of this trace has been scored: its local root is then no answer by rule (c).
-        self.answered = False
+        # The parents of the marked answers taken from this buffer: a local root with one of them in its subtree
+        # (itself included) answered already, and is no answer by rule (c); another local root of the trace is
+        # not concerned. A mark moves up to the parent of an answer that takes it with its subtree.
+        self.answered: set[int] = set()
         # True once a buffered span is a retrieval or a marked answer; None while some spans were buffered
         # without that screen (background scoring leaves it to the worker) and none passed it. Traces with
         # False (most traffic of a service that also answers questions) are released at their root without
@@ -222,6 +224,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # One span id, or a set of them for a trace with several (one int per trace spares a set per trace).
         self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
         self._running_roots: OrderedDict[int, int] = OrderedDict()
+        # How many local roots of each trace started here (never decremented), under _roots_lock as well.
+        self._roots_seen: OrderedDict[int, int] = OrderedDict()
+        # Traces a local root of which ended here: with none running, their request is over. (A trace missing
+        # from _running_roots proves nothing: its root may have started before this processor saw it.)
+        self._roots_ended: OrderedDict[int, None] = OrderedDict()
         # Changes to _running_roots take this lock, not self._lock, which the scoring worker holds for long:
         # a span starting on the application thread never waits for scoring. Readers under self._lock read it
         # without (one dict read).
@@ -242,6 +249,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._early.clear()
         self._ended.clear()
         self._running_roots.clear()
+        self._roots_seen.clear()
+        self._roots_ended.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
@@ -249,12 +258,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
         parent = span.parent
         context = span.context
         if (parent is None or parent.is_remote) and context is not None:
+            trace_id = context.trace_id
             with self._roots_lock:
-                running = self._running_roots
-                running[context.trace_id] = running.get(context.trace_id, 0) + 1
-                running.move_to_end(context.trace_id)
-                if len(running) > self._max_pending_traces:  # roots that never end: forget the oldest
-                    running.popitem(last=False)
+                for counts in (self._running_roots, self._roots_seen):
+                    counts[trace_id] = counts.get(trace_id, 0) + 1
+                    counts.move_to_end(trace_id)
+                    if len(counts) > self._max_pending_traces:  # roots that never end: forget the oldest
+                        counts.popitem(last=False)
         try:
             self._downstream.on_start(span, parent_context=parent_context)
         except Exception:
@@ -387,18 +397,25 @@ class ConfidenceSpanProcessor(SpanProcessor):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
             return span
+        trace_id = context.trace_id
         if local_root:
-            self._root_ended(context.trace_id)
+            self._root_ended(trace_id)
         with self._lock:
-            # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended.
-            self._anchor_ended(context.trace_id, context.span_id)
+            # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended, and
+            # whether its request is over is decided now, not when the worker gets to it.
+            self._anchor_ended(trace_id, context.span_id)
+            if local_root:
+                self._request_over(trace_id)
+            orphan = (
+                not local_root and trace_id in self._roots_ended and not self._running_roots.get(trace_id)
+            )
             if self._worker is not None:
                 # Counted as received before the worker can forward it, so received never trails forwarded.
                 self._counts.spans_received += 1
         if self._worker is not None:
             try:
                 submitted = self._worker.submit(
-                    functools.partial(self._finish, span, context, local_root, marked)
+                    functools.partial(self._finish, span, context, local_root, marked, orphan)
                 )
             except Exception:  # e.g. no thread could be started; on_end must not count this span again
                 submitted = False
@@ -406,16 +423,23 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     "starting background scoring failed", semconv.PROCESSOR_FAILURE_PROCESSING
                 )
             if not submitted:
-                self._finish(span, context, local_root, marked)  # the queue is full: here, nothing is lost
+                # The queue is full: here, nothing is lost.
+                self._finish(span, context, local_root, marked, orphan)
             return None
-        return self._answer(span, context, local_root, marked)
+        return self._answer(span, context, local_root, marked, orphan)
 
     def _answer(
-        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool
+        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool, orphan: bool
     ) -> ReadableSpan:
-        """Release the buffered spans beneath a local root or marked answer; score it if it is an answer."""
+        """Release the buffered spans beneath a local root or marked answer; score it if it is an answer.
+        ``orphan``: a marked answer whose request was over when it ended (it leaves no mark)."""
+        parent = span.parent
         members, answered_before, may_answer, evaluations = self._take(
-            context.trace_id, context.span_id, local_root=local_root
+            context.trace_id,
+            context.span_id,
+            local_root=local_root,
+            orphan=orphan,
+            parent_span_id=parent.span_id if parent is not None else None,
         )
         if _already_scored(ended_span_attributes(span)):
             # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
@@ -431,10 +455,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return span  # rule (c) holds only for traces with a retrieval and without a marked answer
         return self._score_answer(span, members, evaluations)
 
-    def _finish(self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool) -> None:
+    def _finish(
+        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool, orphan: bool
+    ) -> None:
         """Decide on, score and forward one local root or marked answer (on the background worker)."""
         try:
-            forwarded = self._answer(span, context, local_root, marked)
+            forwarded = self._answer(span, context, local_root, marked, orphan)
         except Exception:
             forwarded = span
             self._count_failure("processing an ended span failed", semconv.PROCESSOR_FAILURE_PROCESSING)
@@ -526,10 +552,26 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if members:
                 taken = {id(member) for member in members}
                 pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
-            if not pending.spans and not self._running_roots.get(trace_id):
+            if pending.answered:  # marks of answers in this work: no root will come for them
+                pending.answered.difference_update(_span_ids(members))
+                pending.answered.discard(context.span_id)
+            if (
+                not pending.spans
+                and not pending.answered
+                and trace_id in self._roots_ended
+                and not self._running_roots.get(trace_id)
+            ):
                 del self._pending[trace_id]
                 self._keep_early(trace_id, pending.evaluations)
         return True
+
+    def _request_over(self, trace_id: int) -> None:
+        """Note that a local root of ``trace_id`` ended here; lock held."""
+        ended = self._roots_ended
+        ended[trace_id] = None
+        ended.move_to_end(trace_id)
+        if len(ended) > self._max_pending_traces:
+            ended.popitem(last=False)
 
     def _anchor_ended(self, trace_id: int, span_id: int) -> None:
         """Note that a local root or marked answer ended; lock held."""
@@ -595,7 +637,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
             pending.popitem(last=False)
 
     def _take(
-        self, trace_id: int, span_id: int, *, local_root: bool
+        self,
+        trace_id: int,
+        span_id: int,
+        *,
+        local_root: bool,
+        orphan: bool = False,
+        parent_span_id: int | None = None,
     ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
@@ -603,9 +651,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         trace; a nested answer leaves a mark that it was answered."""
         with self._lock:
             pending = self._pending.get(trace_id)
-            # No local root of the trace running: a buffer left now would never be released (a marked answer in
-            # work that outlives its request), and no root needs the answered mark.
-            orphan = not local_root and not self._running_roots.get(trace_id)
+            # An orphan (a marked answer in work that outlived its request) needs no buffer: no root will read
+            # its mark, and nothing would release it.
             if pending is None:
                 if local_root or orphan:
                     # Nothing of this trace ended beneath it.
@@ -616,8 +663,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     self._keep_early(trace_id, others)
                     return [], False, False, _by_span(mine)
                 pending = self._open(trace_id, time.monotonic())
-            answered = pending.answered
-            if local_root and pending.may_answer is False and not answered:
+            marks = pending.answered
+            if local_root and pending.may_answer is False and not marks:
                 # Nothing in this trace can be scored but a marked root: release all of it without walking the
                 # tree. (Another local root of the same trace, if any, loses buffered spans that held no
                 # retrieval; evaluations of its spans are kept.)
@@ -628,6 +675,20 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 self._keep_early(trace_id, others)
                 return pending.spans, False, False, _by_span(mine)
             members = _subtree(pending.spans, span_id) if pending.spans else []
+            answered = False
+            if marks:
+                # The marks of answers beneath this span: for a local root, it answered already; for a marked
+                # answer, they move up to its own parent below.
+                beneath = _span_ids(members)
+                beneath.add(span_id)
+                answered = not marks.isdisjoint(beneath)
+                marks.difference_update(beneath)
+                if local_root and marks and self._roots_seen.get(trace_id, 0) <= 1:
+                    # The trace's only local root here: the other marks are its own too, out of its reach in the
+                    # buffer (beneath a span another provider made, say). It answered already. (With several
+                    # roots they stay for the others to claim.)
+                    answered = True
+                    marks.clear()
             if len(members) == len(pending.spans):
                 pending.spans = []
             else:
@@ -639,19 +700,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 ids.add(span_id)
                 mine, pending.evaluations = _split(pending.evaluations, ids)
                 evaluations = _by_span(mine)
-            if local_root:
-                # Spans left over belong to another local root of the same trace (two requests of one remote
-                # trace served here at once); they keep their buffer until that root ends or the TTL passes. So
-                # does its answered mark, empty as the buffer may be, while such a root runs.
-                if not pending.spans and not self._running_roots.get(trace_id):
-                    del self._pending[trace_id]
-                    self._keep_early(trace_id, pending.evaluations)
-            elif orphan and not pending.spans:
-                # A marked answer in work that outlived its request took all that was left.
+            if not local_root and not orphan and parent_span_id is not None:
+                marks.add(parent_span_id)
+            # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
+            # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
+            if (local_root or orphan) and not pending.spans and not marks:
                 del self._pending[trace_id]
                 self._keep_early(trace_id, pending.evaluations)
-            else:
-                pending.answered = True
             return members, answered, pending.may_answer, evaluations
 
     def _count_failure(self, message: str, reason: str) -> None:
@@ -745,6 +800,10 @@ def live_processor_count() -> int:
     """How many ``ConfidenceSpanProcessor`` are installed (not shut down) in this process."""
     with _LIVE_LOCK:
         return len(_LIVE_PROCESSORS)
+
+
+def _span_ids(spans: list[ReadableSpan]) -> set[int]:
+    return {span.context.span_id for span in spans if span.context is not None}
 
 
 def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]:
