@@ -220,18 +220,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
         # Work that outlives what it belongs to. Per trace (most recent last, at most max_pending_traces each):
         # the local roots and marked answers that ended (a child of one that ends after it is never read, and
-        # opens no buffer), and how many local roots are still running (none: nothing will release a buffer).
-        # One span id, or a set of them for a trace with several (one int per trace spares a set per trace).
+        # opens no buffer): one span id, or a set of them for a trace with several (an int spares a set per
+        # trace).
         self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
-        self._running_roots: OrderedDict[int, int] = OrderedDict()
-        # How many local roots of each trace started here (never decremented), under _roots_lock as well.
-        self._roots_seen: OrderedDict[int, int] = OrderedDict()
-        # Traces a local root of which ended here: with none running, their request is over. (A trace missing
-        # from _running_roots proves nothing: its root may have started before this processor saw it.)
-        self._roots_ended: OrderedDict[int, None] = OrderedDict()
-        # Changes to _running_roots take this lock, not self._lock, which the scoring worker holds for long:
-        # a span starting on the application thread never waits for scoring. Readers under self._lock read it
-        # without (one dict read).
+        # The local roots of each trace: [running, started, ended] here. A request is over when one ended and
+        # none runs; a trace not listed proves nothing (its root may have started before this processor saw it).
+        # Changed under _roots_lock, not self._lock, which the scoring worker holds for long: a span starting on
+        # the application thread never waits for scoring. Read under self._lock without it (one dict read).
+        # Tuples of ints, which the garbage collector stops tracking: ten thousand lists would slow every
+        # collection.
+        self._roots: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
         self._roots_lock = threading.Lock()
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
@@ -248,23 +246,25 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._pending.clear()
         self._early.clear()
         self._ended.clear()
-        self._running_roots.clear()
-        self._roots_seen.clear()
-        self._roots_ended.clear()
+        self._roots.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         parent = span.parent
-        context = span.context
-        if (parent is None or parent.is_remote) and context is not None:
+        context = span.context if parent is None or parent.is_remote else None  # only local roots are counted
+        if context is not None:
             trace_id = context.trace_id
+            roots = self._roots
             with self._roots_lock:
-                for counts in (self._running_roots, self._roots_seen):
-                    counts[trace_id] = counts.get(trace_id, 0) + 1
-                    counts.move_to_end(trace_id)
-                    if len(counts) > self._max_pending_traces:  # roots that never end: forget the oldest
-                        counts.popitem(last=False)
+                entry = roots.get(trace_id)
+                if entry is None:
+                    roots[trace_id] = (1, 1, 0)
+                    if len(roots) > self._max_pending_traces:  # roots that never end: forget the oldest
+                        roots.popitem(last=False)
+                else:
+                    roots[trace_id] = (entry[0] + 1, entry[1] + 1, entry[2])
+                    roots.move_to_end(trace_id)
         try:
             self._downstream.on_start(span, parent_context=parent_context)
         except Exception:
@@ -404,11 +404,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended, and
             # whether its request is over is decided now, not when the worker gets to it.
             self._anchor_ended(trace_id, context.span_id)
-            if local_root:
-                self._request_over(trace_id)
-            orphan = (
-                not local_root and trace_id in self._roots_ended and not self._running_roots.get(trace_id)
-            )
+            orphan = not local_root and self._request_over(trace_id)
             if self._worker is not None:
                 # Counted as received before the worker can forward it, so received never trails forwarded.
                 self._counts.spans_received += 1
@@ -555,23 +551,15 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if pending.answered:  # marks of answers in this work: no root will come for them
                 pending.answered.difference_update(_span_ids(members))
                 pending.answered.discard(context.span_id)
-            if (
-                not pending.spans
-                and not pending.answered
-                and trace_id in self._roots_ended
-                and not self._running_roots.get(trace_id)
-            ):
+            if not pending.spans and not pending.answered and self._request_over(trace_id):
                 del self._pending[trace_id]
                 self._keep_early(trace_id, pending.evaluations)
         return True
 
-    def _request_over(self, trace_id: int) -> None:
-        """Note that a local root of ``trace_id`` ended here; lock held."""
-        ended = self._roots_ended
-        ended[trace_id] = None
-        ended.move_to_end(trace_id)
-        if len(ended) > self._max_pending_traces:
-            ended.popitem(last=False)
+    def _request_over(self, trace_id: int) -> bool:
+        """Whether a local root of ``trace_id`` ended here and none is running."""
+        entry = self._roots.get(trace_id)
+        return entry is not None and entry[2] > 0 and entry[0] <= 0
 
     def _anchor_ended(self, trace_id: int, span_id: int) -> None:
         """Note that a local root or marked answer ended; lock held."""
@@ -589,12 +577,19 @@ class ConfidenceSpanProcessor(SpanProcessor):
             ended.add(span_id)
 
     def _root_ended(self, trace_id: int) -> None:
+        roots = self._roots
         with self._roots_lock:
-            running = self._running_roots.get(trace_id, 0) - 1
-            if running > 0:
-                self._running_roots[trace_id] = running
+            entry = roots.get(trace_id)
+            if entry is None:  # its start was not seen here
+                roots[trace_id] = (0, 0, 1)
+                if len(roots) > self._max_pending_traces:
+                    roots.popitem(last=False)
             else:
-                self._running_roots.pop(trace_id, None)
+                roots[trace_id] = (max(0, entry[0] - 1), entry[1], entry[2] + 1)
+
+    def _roots_started(self, trace_id: int) -> int:
+        entry = self._roots.get(trace_id)
+        return entry[1] if entry is not None else 0
 
     def _open(self, trace_id: int, now: float) -> _PendingTrace:
         """A new buffer for ``trace_id``, holding the evaluations logged before it opened; lock held."""
@@ -683,7 +678,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 beneath.add(span_id)
                 answered = not marks.isdisjoint(beneath)
                 marks.difference_update(beneath)
-                if local_root and marks and self._roots_seen.get(trace_id, 0) <= 1:
+                if local_root and marks and self._roots_started(trace_id) <= 1:
                     # The trace's only local root here: the other marks are its own too, out of its reach in the
                     # buffer (beneath a span another provider made, say). It answered already. (With several
                     # roots they stay for the others to claim.)
