@@ -545,16 +545,18 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return False
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
-            if members:
-                taken = {id(member) for member in members}
-                pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+            _remove(pending, members)
             if pending.answered:  # marks of answers in this work: no root will come for them
                 pending.answered.difference_update(_span_ids(members))
                 pending.answered.discard(context.span_id)
             if not pending.spans and not pending.answered and self._request_over(trace_id):
-                del self._pending[trace_id]
-                self._keep_early(trace_id, pending.evaluations)
+                self._release(trace_id, pending)
         return True
+
+    def _release(self, trace_id: int, pending: _PendingTrace) -> None:
+        """Drop the buffer of ``trace_id``, keeping the evaluations held for spans still to end; lock held."""
+        del self._pending[trace_id]
+        self._keep_early(trace_id, pending.evaluations)
 
     def _request_over(self, trace_id: int) -> bool:
         """Whether a local root of ``trace_id`` ended here and none is running."""
@@ -664,18 +666,18 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 # tree. (Another local root of the same trace, if any, loses buffered spans that held no
                 # retrieval; evaluations of its spans are kept.)
                 del self._pending[trace_id]
-                ids = {member.context.span_id for member in pending.spans if member.context is not None}
+                ids = _span_ids(pending.spans)
                 ids.add(span_id)
                 mine, others = _split(pending.evaluations, ids)
                 self._keep_early(trace_id, others)
                 return pending.spans, False, False, _by_span(mine)
             members = _subtree(pending.spans, span_id) if pending.spans else []
+            beneath = _span_ids(members)
+            beneath.add(span_id)
             answered = False
             if marks:
                 # The marks of answers beneath this span: for a local root, it answered already; for a marked
                 # answer, they move up to its own parent below.
-                beneath = _span_ids(members)
-                beneath.add(span_id)
                 answered = not marks.isdisjoint(beneath)
                 marks.difference_update(beneath)
                 if local_root and marks and self._roots_started(trace_id) <= 1:
@@ -684,24 +686,17 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     # roots they stay for the others to claim.)
                     answered = True
                     marks.clear()
-            if len(members) == len(pending.spans):
-                pending.spans = []
-            else:
-                taken = {id(member) for member in members}
-                pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+            _remove(pending, members)
             evaluations: Evaluations = {}
             if pending.evaluations:
-                ids = {member.context.span_id for member in members if member.context is not None}
-                ids.add(span_id)
-                mine, pending.evaluations = _split(pending.evaluations, ids)
+                mine, pending.evaluations = _split(pending.evaluations, beneath)
                 evaluations = _by_span(mine)
             if not local_root and not orphan and parent_span_id is not None:
                 marks.add(parent_span_id)
             # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
             # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
             if (local_root or orphan) and not pending.spans and not marks:
-                del self._pending[trace_id]
-                self._keep_early(trace_id, pending.evaluations)
+                self._release(trace_id, pending)
             return members, answered, pending.may_answer, evaluations
 
     def _count_failure(self, message: str, reason: str) -> None:
@@ -799,6 +794,15 @@ def live_processor_count() -> int:
 
 def _span_ids(spans: list[ReadableSpan]) -> set[int]:
     return {span.context.span_id for span in spans if span.context is not None}
+
+
+def _remove(pending: _PendingTrace, members: list[ReadableSpan]) -> None:
+    """Take ``members`` (spans of ``pending``, in buffer order) out of its buffer."""
+    if len(members) == len(pending.spans):
+        pending.spans = []
+    elif members:
+        taken = {id(member) for member in members}
+        pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
 
 
 def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]:
