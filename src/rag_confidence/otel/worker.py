@@ -37,7 +37,6 @@ class BackgroundWorker:
         self._max_queue = max_queue
         self._jobs: deque[Job] = deque()
         self._condition = threading.Condition()
-        self._running = 0
         # Jobs queued and jobs finished since creation: flush waits for the count queued when it was called,
         # so a steady stream of new jobs cannot hold it until its timeout.
         self._submitted = 0
@@ -119,12 +118,10 @@ class BackgroundWorker:
                     return _IDLE
             if not self._jobs:
                 return None
-            self._running += 1
             return self._jobs.popleft()
 
     def _job_done(self) -> None:
         with self._condition:
-            self._running -= 1
             self._finished += 1
             self._condition.notify_all()
 
@@ -133,7 +130,6 @@ class BackgroundWorker:
         # queued at the fork stay the parent's (its thread runs them and forwards their spans).
         self._condition = threading.Condition()
         self._jobs = deque()
-        self._running = 0
         self._submitted = self._finished = 0
         self._thread = None
 
