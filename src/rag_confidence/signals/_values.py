@@ -230,25 +230,17 @@ class Reader:
         evaluates literals only (never ``eval``). ``"None"`` is no metadata, not a bad value."""
         if type(value) is not str:
             return self.mapping(value)
-        known = self._mappings.get(value)
-        if known is not None:
-            return known
         if value == _NONE_LITERAL:
             return None
-        if len(value) <= MAX_JSON_CHARS:
-            try:
-                parsed: Any = loads_json(value)
-            except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, (dict, Mapping)):
-                self._mappings[value] = parsed
-                return parsed
+        found = self._json_mapping(value)
+        if found is not None:
+            return found
         if value.startswith("{") and len(value) <= MAX_LITERAL_CHARS:
             literal = self._literals.get(value)
             if literal is not None:
                 return literal
             try:
-                parsed = ast.literal_eval(value)
+                parsed: Any = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 parsed = None
             if isinstance(parsed, dict):
@@ -258,15 +250,25 @@ class Reader:
         return None
 
     def _parsed_mapping(self, value: str) -> Mapping[str, Any] | None:
+        found = self._json_mapping(value)
+        if found is None:
+            self.skipped += 1
+        return found
+
+    def _json_mapping(self, value: str) -> Mapping[str, Any] | None:
+        """The mapping a JSON object string holds (cached), or None, not counted: the callers count."""
         known = self._mappings.get(value)
         if known is not None:
             return known
-        parsed = self.json(value)
+        if len(value) > MAX_JSON_CHARS:
+            return None
+        try:
+            parsed = loads_json(value)
+        except (ValueError, RecursionError):
+            return None
         if isinstance(parsed, (dict, Mapping)):
             self._mappings[value] = parsed
             return parsed
-        if parsed is not None:
-            self.skipped += 1
         return None
 
 
