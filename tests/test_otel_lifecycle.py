@@ -48,6 +48,39 @@ def _scored(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
 # -- work that ends after its request -------------------------------------------------------------------------
 
 
+def _remote_parent(trace_id: int = 0xABC) -> Context:
+    remote = trace.SpanContext(trace_id, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
+    return trace.set_span_in_context(trace.NonRecordingSpan(remote))
+
+
+LIVE_QUERY = "live query"
+
+
+def _live_query(tracer: trace.Tracer) -> trace.Span:
+    """A RAG request in flight: its retrieval has ended (and is buffered), its answer is still to come."""
+    live = tracer.start_span(LIVE_QUERY)
+    with tracer.start_as_current_span(
+        "retrieve", context=trace.set_span_in_context(live), attributes=RETRIEVAL
+    ):
+        pass
+    return live
+
+
+def _assert_live_query_survives(
+    provider: TracerProvider,
+    processor: ConfidenceSpanProcessor,
+    exporter: InMemorySpanExporter,
+    live: trace.Span,
+) -> None:
+    """Nothing but the live query is left buffered, nothing was evicted, and it is scored when it ends."""
+    provider.force_flush()
+    stats = processor.stats()
+    assert stats.pending_traces == 1 and stats.traces_evicted == 0
+    live.end()
+    provider.force_flush()
+    assert LIVE_QUERY in _scored(exporter)
+
+
 BOTH_MODES = pytest.mark.parametrize("background", [False, True], ids=["inline", "background scoring"])
 
 
@@ -55,11 +88,7 @@ BOTH_MODES = pytest.mark.parametrize("background", [False, True], ids=["inline",
 def test_children_that_outlive_their_request_leave_no_buffer_behind(background: bool) -> None:
     provider, exporter, processor = _setup(max_pending_traces=100, background_scoring=background)
     tracer = provider.get_tracer("test")
-    rag_root = tracer.start_span("query")  # a RAG request in flight: its retrieval has ended, the LLM is slow
-    with tracer.start_as_current_span(
-        "retrieve", context=trace.set_span_in_context(rag_root), attributes=RETRIEVAL
-    ):
-        pass
+    live = _live_query(tracer)  # its LLM call is slow
     for index in range(500):  # meanwhile, requests whose background task ends after them (fire-and-forget)
         root = tracer.start_span(f"POST /events {index}")
         task = tracer.start_span("send-webhook", context=trace.set_span_in_context(root))
@@ -67,13 +96,8 @@ def test_children_that_outlive_their_request_leave_no_buffer_behind(background: 
             pass  # a span beneath the late task, buffered until the task ends
         root.end()
         task.end()
-    provider.force_flush()
-    stats = processor.stats()
-    # Before: each late task opened a buffer nothing released; 100 of them evicted the RAG request's retrieval.
-    assert stats.pending_traces == 1 and stats.traces_evicted == 0
-    rag_root.end()
-    provider.force_flush()
-    assert "query" in _scored(exporter)
+    # Before: each late task opened a buffer nothing released; 100 of them evicted the live query's retrieval.
+    _assert_live_query_survives(provider, processor, exporter, live)
     assert len(exporter.get_finished_spans()) == 2 + 500 * 3  # every span forwarded once
 
 
@@ -103,8 +127,7 @@ def test_a_marked_answer_in_work_that_outlives_its_request_is_scored_with_its_re
 def test_late_work_of_one_local_root_releases_only_its_own_spans(background: bool) -> None:
     provider, exporter, processor = _setup(background_scoring=background)
     tracer = provider.get_tracer("test")
-    remote = trace.SpanContext(0xABC, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
-    parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    parent = _remote_parent()
     first = tracer.start_span("request 1", context=parent)
     second = tracer.start_span("request 2", context=parent)  # the same remote trace, served concurrently
     late = tracer.start_span("late task", context=trace.set_span_in_context(first))
@@ -127,11 +150,7 @@ def test_a_child_that_outlives_its_marked_answer_leaves_no_buffer_behind(
 ) -> None:
     provider, exporter, processor = _setup(max_pending_traces=50, background_scoring=background)
     tracer = provider.get_tracer("test")
-    live = tracer.start_span("live query")  # in flight throughout, its retrieval buffered
-    with tracer.start_as_current_span(
-        "retrieve", context=trace.set_span_in_context(live), attributes=RETRIEVAL
-    ):
-        pass
+    live = _live_query(tracer)
     for index in range(100):
         request = tracer.start_span(f"request {index}")
         answer = tracer.start_span("answer", context=trace.set_span_in_context(request))
@@ -146,21 +165,15 @@ def test_a_child_that_outlives_its_marked_answer_leaves_no_buffer_behind(
         else:
             cache_write.end()
             request.end()
-    provider.force_flush()
-    stats = processor.stats()
     # Before: each cache write's buffer stayed (the ended answer hid it from its root), 50 evicted the live one.
-    assert stats.pending_traces == 1 and stats.traces_evicted == 0
-    live.end()
-    provider.force_flush()
-    assert "live query" in _scored(exporter)
+    _assert_live_query_survives(provider, processor, exporter, live)
 
 
 @BOTH_MODES
 def test_a_concurrent_root_keeps_the_answered_mark_of_its_trace(background: bool) -> None:
     provider, exporter, _ = _setup(background_scoring=background)
     tracer = provider.get_tracer("test")
-    remote = trace.SpanContext(0xABC, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
-    parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    parent = _remote_parent()
     first = tracer.start_span("request 1", context=parent)
     second = tracer.start_span("request 2", context=parent)
     with (
@@ -301,11 +314,6 @@ def test_answers_queued_at_a_fork_are_exported_once_by_the_parent(tmp_path: obje
 
 
 # -- answered marks belong to the local root above the answer (found by a review of the above) ----------------
-
-
-def _remote_parent(trace_id: int = 0xABC) -> Context:
-    remote = trace.SpanContext(trace_id, 0x1, is_remote=True, trace_flags=trace.TraceFlags(1))
-    return trace.set_span_in_context(trace.NonRecordingSpan(remote))
 
 
 @BOTH_MODES
