@@ -296,6 +296,35 @@ def test_buffered_traces_and_evictions_by_reason() -> None:
     second.end()
 
 
+def test_an_idle_process_lets_expired_buffers_go_when_its_gauges_are_read() -> None:
+    # No new trace comes: the metric collection (every export interval) is what evicts, and the gauge and the
+    # stats report what is really held.
+    idle = Metered(pending_ttl_s=0.05)
+    roots = [_open_trace(idle, f"idle.{i}") for i in range(3)]
+    assert value(idle.points(), semconv.METRIC_PROCESSOR_BUFFER_TRACES) == 3
+    threading.Event().wait(0.1)
+    points = idle.points()
+    assert value(points, semconv.METRIC_PROCESSOR_BUFFER_TRACES) == 0
+    assert by_attribute(points[semconv.METRIC_PROCESSOR_BUFFER_EVICTIONS]) == {
+        semconv.PIPELINE_EVICTION_MAX_TRACES: 0,
+        semconv.PIPELINE_EVICTION_MAX_AGE: 3,
+    }
+    for root in roots:
+        root.end()  # the roots end unscored, and are forwarded all the same
+    assert idle.processor.stats().spans_forwarded == 6
+
+
+def test_reading_stats_evicts_only_expired_buffers_never_one_at_the_count_limit() -> None:
+    full = Metered(max_pending_traces=2, pending_ttl_s=60.0)
+    roots = [_open_trace(full, f"full.{i}") for i in range(2)]
+    stats = full.processor.stats()
+    assert (stats.pending_traces, stats.traces_evicted) == (2, 0)
+    assert full.processor.stats().pending_traces == 2
+    for root in roots:
+        root.end()
+    assert full.processor.stats().answers_scored == 2
+
+
 def test_spans_beyond_the_per_trace_cap_count_as_unbuffered() -> None:
     capped = Metered(max_spans_per_trace=4)
     with capped.tracer.start_as_current_span("root"):

@@ -67,7 +67,8 @@ class ProcessorCounts(_Totals):
 
 _TOTAL_FIELDS = tuple(f.name for f in fields(_Totals))
 
-#: ``(pending traces, answers queued for background scoring)`` of a live processor.
+#: ``(pending traces, answers queued for background scoring)`` of a live processor; reading it first lets
+#: the buffers past their TTL go.
 GaugeReader = Callable[[], tuple[int, int]]
 
 
@@ -170,6 +171,9 @@ class _ProcessorGroup:
             totals = _Totals()
             totals.add(self._retired)
         for entry in watched:
+            reader = entry.gauges()
+            if reader is not None:
+                reader()  # lets expired buffers go first, so this reading counts their evictions
             totals.add(entry.counts.snapshot())
         return totals
 

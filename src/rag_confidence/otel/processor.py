@@ -316,6 +316,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         docstring for the bounds)."""
         counts = self._counts
         with self._lock:
+            self._evict(time.monotonic(), making_room=False)
             return ProcessorStats(
                 spans_forwarded=counts.spans_forwarded,
                 answers_scored=counts.answers_scored,
@@ -332,6 +333,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
     def _observed_gauges(self) -> tuple[int, int]:
         """Pending traces and answers queued for the worker, for the pipeline metrics."""
         with self._lock:
+            self._evict(time.monotonic(), making_room=False)
             pending = len(self._pending)
         return pending, self._worker.queued() if self._worker is not None else 0
 
@@ -610,28 +612,31 @@ class ConfidenceSpanProcessor(SpanProcessor):
             self._evict_early(now)
             self._early[trace_id] = (now, items)
 
-    def _evict_early(self, now: float) -> None:
+    def _evict_early(self, now: float, making_room: bool = True) -> None:
         early = self._early
         deadline = now - self._ttl_s
         while early:
             created, _ = next(iter(early.values()))
-            if created > deadline and len(early) < _MAX_EARLY_TRACES:
+            if created > deadline and (not making_room or len(early) < _MAX_EARLY_TRACES):
                 break
             early.popitem(last=False)
 
-    def _evict(self, now: float) -> None:
-        # Called with the lock held, once per new trace: amortised O(1).
+    def _evict(self, now: float, making_room: bool = True) -> None:
+        # Lock held. Called once per new trace (amortised O(1)), and, expired buffers only, when the stats or
+        # the pipeline gauges are read: an idle process then lets go of its last buffers without new traffic.
         pending = self._pending
         deadline = now - self._ttl_s
         while pending:
             oldest = next(iter(pending.values()))
             if oldest.created <= deadline:
                 self._counts.evicted_max_age += 1
-            elif len(pending) >= self._max_pending_traces:
+            elif making_room and len(pending) >= self._max_pending_traces:
                 self._counts.evicted_max_traces += 1
             else:
                 break
             pending.popitem(last=False)
+        if not making_room:
+            self._evict_early(now, making_room=False)
 
     def _take(
         self,
