@@ -7,15 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def _undo_openllmetry_langchain_callback_patch() -> Iterator[None]:
     """Remove the LangChain patch that OpenLLMetry's ``uninstrument()`` leaves behind.
 
     opentelemetry-instrumentation-langchain (0.62) wraps ``BaseCallbackManager.__init__`` to add its callback
     handler, but its ``_uninstrument`` unwraps a dotted name that ``unwrap`` cannot resolve, so the wrapper
     stays. Every later LangChain call in the process would then still be traced by the old tracer, and its spans
-    would become the parents of other tests' spans. Test modules instrument and uninstrument within themselves,
-    so a wrapper still present when a module is done is such a leftover.
+    would become the parents of other tests' spans. Tests instrument and uninstrument within themselves, so a
+    wrapper still present when a test is done is such a leftover.
     """
     yield
     try:

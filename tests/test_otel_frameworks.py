@@ -252,3 +252,46 @@ def test_llamaindex_under_openinference_scores_the_query_root(telemetry: Telemet
     assert semconv.OPENINFERENCE_KIND_RETRIEVER in retriever_methods
     assert telemetry.score_points() == 1
     assert len(telemetry.logs.get_finished_logs()) == 1
+
+
+class FailingChatModel(FakeListChatModel):
+    """The model backend is down: the call raises after the retrieval ran (streamed or not)."""
+
+    def _call(self, *args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("model backend answered 503")
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        raise RuntimeError("model backend answered 503")
+        yield  # pragma: no cover - makes this a generator, as LangChain expects
+
+
+def test_a_request_that_failed_after_its_retrieval_is_not_scored(telemetry: Telemetry) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    retriever = KeywordRetriever()
+    chain = (
+        {"context": retriever | (lambda docs: str(docs)), "question": RunnablePassthrough()}
+        | ChatPromptTemplate.from_template("{context}\n{question}")
+        | FailingChatModel(responses=[ANSWER])
+        | StrOutputParser()
+    )
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.provider)
+    try:
+        with pytest.raises(RuntimeError):
+            chain.invoke(QUESTION)
+        with pytest.raises(RuntimeError):
+            list(chain.stream(QUESTION))
+    finally:
+        instrumentor.uninstrument()
+
+    spans = telemetry.exporter.get_finished_spans()
+    roots = [span for span in spans if span.parent is None]
+    assert len(roots) == 2 and all(not root.status.is_ok for root in roots)
+    assert any(
+        (span.attributes or {}).get(semconv.OPENINFERENCE_SPAN_KIND) == semconv.OPENINFERENCE_KIND_RETRIEVER
+        for span in spans
+    )
+    assert telemetry.scored() == []  # no scorecard, metric or event for an answer never given
+    assert telemetry.score_points() == 0
+    assert telemetry.logs.get_finished_logs() == ()

@@ -186,3 +186,46 @@ def test_only_the_boolean_true_marks_an_answer() -> None:
     assert is_marked_answer(SpanRecord(1, 1, None, "a", {semconv.RAG_ANSWER: True}))
     for value in ("true", 1, False, None):
         assert not is_marked_answer(SpanRecord(1, 1, None, "a", {semconv.RAG_ANSWER: value}))
+
+
+def test_a_failed_request_is_no_answer(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    # The SDK sets status ERROR on a span left by an exception: the request retrieved, then failed, and
+    # delivered no answer to score.
+    tracer, exporter = traced
+    with pytest.raises(RuntimeError), tracer.start_as_current_span("pipeline"):
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVER):
+            pass
+        raise RuntimeError("the model call failed")
+    with pytest.raises(RuntimeError), tracer.start_as_current_span("marked", attributes=MARKED):
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVER):
+            pass
+        raise RuntimeError("the model call failed")
+    assert find_answers(records(exporter)) == []
+
+
+def test_only_the_answer_spans_own_status_counts(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("pipeline"):
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVER):
+            pass
+        try:
+            with tracer.start_as_current_span("first model call"):
+                raise TimeoutError
+        except TimeoutError:
+            pass  # retried: the request recovered and answered
+        with tracer.start_as_current_span("llm"):
+            pass
+    (group,) = find_answers(records(exporter))
+    assert group.answer.name == "pipeline"
+    assert "first model call" in names(group.spans)
+
+
+def test_a_failed_marked_answer_leaves_its_root_unscored(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
+    # The marked answer failed; its request is not then scored by rule (c) in its place.
+    tracer, exporter = traced
+    with tracer.start_as_current_span("request"):
+        with tracer.start_as_current_span("retrieve", attributes=RETRIEVER):
+            pass
+        with pytest.raises(ValueError), tracer.start_as_current_span("answer", attributes=MARKED):
+            raise ValueError
+    assert find_answers(records(exporter)) == []

@@ -10,6 +10,10 @@ A span with ``rag.answer = false`` declines: it is no answer, and neither is any
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
 (c) for the retrieval it made before failing).
 
+A span that would be an answer by (b) or (c) but ended with status ERROR is a failed request, not an answer,
+and is not scored either: an instrumented handler or chain that raised after its retrieval, a server span
+answered 5xx. Only the answer span's own status counts (a failed child the request recovered from does not).
+
 Every span belongs to the innermost answer (or declined span) above it, itself included; spans with no answer
 above them belong to none. Two marked answers in one trace give two groups, and spans under a nested answer
 belong to the nested one only.
@@ -26,6 +30,8 @@ from .records import SpanRecord
 
 AnswerRule = Literal["marked", "root"]
 
+# The status code name SpanRecord carries for a span that failed (both the SDK's and OTLP's ERROR).
+_FAILED = "ERROR"
 _RETRIEVAL_KINDS = frozenset({semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPENINFERENCE_KIND_RERANKER})
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE}
@@ -196,14 +202,16 @@ def _trace_answers(
             listed.append(span)
         if marked:
             if is_marked_answer(answer):  # else declined: its subtree makes no answer at all
-                answers[answer_id] = (answer, "marked")
+                if answer.status_code != _FAILED:
+                    answers[answer_id] = (answer, "marked")
                 root_has_marked.add(_root_id(answer, by_id, seen))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
 
     for root_id in root_has_retrieval - root_has_marked:
-        if root_id not in answers:
-            answers[root_id] = (by_id[root_id], "root")
+        root = by_id[root_id]
+        if root_id not in answers and root.status_code != _FAILED:
+            answers[root_id] = (root, "root")
     if not answers:
         return
 
