@@ -266,11 +266,76 @@ def test_a_sync_function_returning_an_awaitable_is_not_scored_and_warns_once(
         for _ in range(2):
             assert asyncio.run(decorated()) == "text"
     assert [record.message for record in caplog.records].count(
-        "rag-confidence: answer returned an awaitable without being an async function; its calls are not "
-        "scored: decorate the async function itself"
+        "rag-confidence: answer returned an awaitable without being an async function; its answer is produced "
+        "after the call returned, so its calls are not scored: decorate the async function itself instead"
     ) == 1
     assert setup.score_count() == 0 and last_scorecard() is None
     assert (setup.spans()["answer"].attributes or {})[semconv.RAG_ANSWER] is False
+
+
+def _returned_streams() -> dict[str, Any]:
+    """Real stream objects a RAG function returns instead of yielding: LangChain's ``chain.stream()``,
+    LlamaIndex's streaming query responses (sync and async), a plain generator and an async generator."""
+    from langchain_core.runnables import RunnableLambda
+    from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+
+    async def tokens() -> AsyncIterator[str]:
+        yield "text"
+
+    return {
+        "langchain": lambda: RunnableLambda(lambda question: "text").stream("q"),
+        "llamaindex": lambda: StreamingResponse(response_gen=iter(["text"])),
+        "llamaindex async": lambda: AsyncStreamingResponse(response_gen=tokens()),
+        "generator": lambda: (token for token in ["text"]),
+        "async generator": tokens,
+    }
+
+
+@pytest.mark.parametrize("shape", sorted(_returned_streams()))
+@pytest.mark.parametrize("is_async", [False, True], ids=["def", "async def"])
+def test_a_function_returning_a_stream_is_declined_with_one_warning(
+    setup: Setup, caplog: pytest.LogCaptureFixture, shape: str, is_async: bool
+) -> None:
+    # Scored when it returns, the answer would be empty: no candidates, a bogus abstain to gate on.
+    make = _returned_streams()[shape]
+
+    def retrieve_then_stream() -> Any:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        return make()
+
+    if is_async:
+
+        @setup.decorate(name="answer")
+        async def answer_async() -> Any:
+            return retrieve_then_stream()
+
+        def call() -> Any:
+            return asyncio.run(answer_async())
+    else:
+        call = setup.decorate(name="answer")(retrieve_then_stream)
+
+    with caplog.at_level(logging.WARNING, logger="rag_confidence"):
+        streams = [call(), call()]
+    assert all(stream is not None for stream in streams)  # handed back untouched
+    warnings = [record.message for record in caplog.records if "returned a stream" in record.message]
+    assert len(warnings) == 1
+    assert "decorate a generator that yields its items instead" in warnings[0]
+    assert setup.score_count() == 0 and last_scorecard() is None
+    assert (setup.spans()["answer"].attributes or {})[semconv.RAG_ANSWER] is False
+
+
+def test_results_that_are_no_stream_are_scored(setup: Setup) -> None:
+    for result in ("text", ["text"], {"answer": "text"}, None):
+
+        @setup.decorate(name="answer")
+        def answer(result: Any = result) -> Any:
+            record_signals(support_level="high", has_conflict=False)
+            return result
+
+        answer()
+        assert last_scorecard() is not None
+    assert setup.score_count() == 4
 
 
 def test_adopting_inside_another_decorated_call_opens_its_own_answer(setup: Setup) -> None:

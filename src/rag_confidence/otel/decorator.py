@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast, overload
@@ -228,6 +228,29 @@ def scored_answer(
             wrapped = stream.wrap_async(function) if kind == _ASYNC_GENERATOR else stream.wrap(function)
             return cast(F, wrapped)
 
+        warned: list[bool] = []
+
+        def declined(span: Span, result: Any) -> bool:
+            """Whether ``result`` is produced only as the caller consumes it, after the span ended: such a
+            call is declined (scoring now would score an empty answer), with one warning per function."""
+            if inspect.isawaitable(result):
+                what, advice = "an awaitable without being an async function", "the async function itself"
+            elif _is_stream(result):
+                what, advice = f"a stream ({type(result).__name__})", "a generator that yields its items"
+            else:
+                return False
+            if not warned:
+                warned.append(True)
+                _logger.warning(
+                    "rag-confidence: %s returned %s; its answer is produced after the call returned, so its "
+                    "calls are not scored: decorate %s instead",
+                    span_name,
+                    what,
+                    advice,
+                )
+            _failed(span)
+            return True
+
         if kind == _COROUTINE:
 
             @functools.wraps(function)
@@ -238,12 +261,11 @@ def scored_answer(
                     except BaseException:
                         _failed(span)
                         raise
-                    finish(span, sink, result)
+                    if not declined(span, result):
+                        finish(span, sink, result)
                     return result
 
             return cast(F, async_wrapper)
-
-        warned: list[bool] = []
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -253,19 +275,8 @@ def scored_answer(
                 except BaseException:
                     _failed(span)
                     raise
-                if inspect.isawaitable(result):
-                    # The answer is computed when the caller awaits it, after this span ended: scoring now
-                    # would score an empty answer.
-                    if not warned:
-                        warned.append(True)
-                        _logger.warning(
-                            "rag-confidence: %s returned an awaitable without being an async function; its "
-                            "calls are not scored: decorate the async function itself",
-                            span_name,
-                        )
-                    _failed(span)
-                    return result
-                finish(span, sink, result)
+                if not declined(span, result):
+                    finish(span, sink, result)
                 return result
 
         return cast(F, wrapper)
@@ -343,6 +354,31 @@ def _read_by_a_processor(span: Span) -> bool:
     if not isinstance(processors, tuple):
         return True
     return any(isinstance(processor, ConfidenceSpanProcessor) for processor in processors)
+
+
+# Stream objects of the frameworks a RAG answer function returns, recognised by the attribute that holds the
+# stream (duck-typed, so none of them is imported): LlamaIndex's StreamingResponse (``response_gen``) and
+# AsyncStreamingResponse (``async_response_gen``), Starlette's and FastAPI's StreamingResponse
+# (``body_iterator``).
+_STREAM_HOLDERS = ("response_gen", "async_response_gen", "body_iterator")
+
+
+def _is_stream(result: Any) -> bool:
+    """A generator, an iterator or async iterator (LangChain's ``chain.stream()``), or a framework's stream
+    object: what a function returns when its answer is produced as the caller reads it."""
+    if isinstance(result, (Iterator, AsyncIterator)):
+        return True
+    return any(
+        getattr(type(result), name, None) is not None or _has_field(result, name) for name in _STREAM_HOLDERS
+    )
+
+
+def _has_field(result: Any, name: str) -> bool:
+    # Instance fields (a dataclass's response_gen) live in the instance dict or slots, not on the type.
+    try:
+        return name in vars(result)
+    except TypeError:
+        return False
 
 
 def _failed(span: Span, *, clear_last: bool = True) -> None:
