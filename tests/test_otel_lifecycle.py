@@ -174,6 +174,59 @@ def test_a_child_that_outlives_its_marked_answer_leaves_no_buffer_behind(
 
 
 @BOTH_MODES
+def test_a_stream_closed_early_leaves_no_buffer_for_spans_ending_after_it(background: bool) -> None:
+    # An SSE client disconnects: @scored_answer declines the answer span; the framework's abandoned stream is
+    # finalised later by the garbage collector, so its model span ends after the answer and the request.
+    provider, exporter, processor = _setup(max_pending_traces=50, background_scoring=background)
+    tracer = provider.get_tracer("test")
+    live = _live_query(tracer)
+    for index in range(100):
+        request = tracer.start_span(f"GET /stream {index}")
+        answer = tracer.start_span("answer", context=trace.set_span_in_context(request))
+        with tracer.start_as_current_span(
+            "retrieve", context=trace.set_span_in_context(answer), attributes=RETRIEVAL
+        ):
+            pass
+        model = tracer.start_span("llm", context=trace.set_span_in_context(answer))
+        answer.set_attribute(semconv.RAG_ANSWER, False)
+        answer.end()
+        request.end()
+        model.end()
+        if background and index % 10 == 9:
+            provider.force_flush()  # see test_a_child_that_outlives_its_marked_answer_leaves_no_buffer_behind
+    # Before: each model span opened a buffer kept until the TTL; 50 of them evicted the live query.
+    _assert_live_query_survives(provider, processor, exporter, live)
+    assert set(_scored(exporter)) == {LIVE_QUERY}  # neither the declined answers nor their requests
+
+
+@BOTH_MODES
+def test_a_declined_span_passes_on_the_marks_of_answers_beneath_it(background: bool) -> None:
+    provider, exporter, processor = _setup(background_scoring=background)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("request"), tracer.start_as_current_span("attempt") as attempt:
+        with (
+            tracer.start_as_current_span("answer", attributes={semconv.RAG_ANSWER: True}),
+            tracer.start_as_current_span("retrieve", attributes=RETRIEVAL),
+        ):
+            pass
+        attempt.set_attribute(semconv.RAG_ANSWER, False)
+    with tracer.start_as_current_span("other request"):
+        with tracer.start_as_current_span("attempt") as attempt:
+            with tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+                pass
+            attempt.set_attribute(semconv.RAG_ANSWER, False)
+        with tracer.start_as_current_span("retrieve again", attributes=RETRIEVAL):
+            pass
+    provider.force_flush()
+    # As find_answers decides over the whole trace: the marked answer is scored and keeps its request from
+    # being one; a declined subtree's retrieval makes no answer, another retrieval of its request does.
+    assert set(_scored(exporter)) == {"answer", "other request"}
+    other = _scored(exporter)["other request"]
+    assert (other.attributes or {})[semconv.RAG_CONFIDENCE_CANDIDATES] == len(CANDIDATES)
+    assert processor.stats().pending_traces == 0
+
+
+@BOTH_MODES
 def test_a_concurrent_root_keeps_the_answered_mark_of_its_trace(background: bool) -> None:
     provider, exporter, _ = _setup(background_scoring=background)
     tracer = provider.get_tracer("test")

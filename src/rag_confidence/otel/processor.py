@@ -394,8 +394,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return span
         parent = span.parent
         local_root = parent is None or parent.is_remote
-        marked = ended_span_attributes(span).get(semconv.RAG_ANSWER) is True
-        if not (local_root or marked):
+        claim = ended_span_attributes(span).get(semconv.RAG_ANSWER)
+        marked = claim is True
+        # A declined answer (a call that failed, or a stream closed early) is an anchor too: what ends beneath it
+        # afterwards (a stream's spans finalised later by the garbage collector) is late work, not a buffer to
+        # keep until the TTL and count as an eviction.
+        if not (local_root or marked or claim is False):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
             return span
@@ -432,13 +436,17 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Release the buffered spans beneath a local root or marked answer; score it if it is an answer.
         ``orphan``: a marked answer whose request was over when it ended (it leaves no mark)."""
         parent = span.parent
+        declined = not marked and ended_span_attributes(span).get(semconv.RAG_ANSWER) is False
         members, answered_before, may_answer, evaluations = self._take(
             context.trace_id,
             context.span_id,
             local_root=local_root,
             orphan=orphan,
             parent_span_id=parent.span_id if parent is not None else None,
+            answers_itself=not declined,
         )
+        if declined and not local_root:
+            return span  # its subtree makes no answer (see signals.answers); the marks beneath it moved up
         if _already_scored(ended_span_attributes(span)):
             # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
             # full attribute table evicted its rag.answer mark.
@@ -646,11 +654,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
         local_root: bool,
         orphan: bool = False,
         parent_span_id: int | None = None,
+        answers_itself: bool = True,
     ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
         that screen), and the evaluations held for those spans and the answer. A local root releases its
-        trace; a nested answer leaves a mark that it was answered."""
+        trace; a nested answer leaves a mark that it was answered. A nested declined answer
+        (``answers_itself`` False) passes on only the marks of answers beneath it."""
         with self._lock:
             pending = self._pending.get(trace_id)
             # An orphan (a marked answer in work that outlived its request) needs no buffer: no root will read
@@ -696,7 +706,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if pending.evaluations:
                 mine, pending.evaluations = _split(pending.evaluations, beneath)
                 evaluations = _by_span(mine)
-            if not local_root and not orphan and parent_span_id is not None:
+            if not local_root and not orphan and parent_span_id is not None and (answers_itself or answered):
                 marks.add(parent_span_id)
             # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
             # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
