@@ -7,12 +7,14 @@ the start. Only a malformed span stands in for a bug on the span path; everythin
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint, Sum
@@ -50,6 +52,7 @@ FAILURE_REASONS = (
     semconv.PROCESSOR_FAILURE_SCORING,
     semconv.PROCESSOR_FAILURE_RECORDING,
     semconv.PROCESSOR_FAILURE_PROCESSING,
+    semconv.PROCESSOR_FAILURE_DOWNSTREAM,
 )
 EVICTION_REASONS = (semconv.PIPELINE_EVICTION_MAX_AGE, semconv.PIPELINE_EVICTION_MAX_TRACES)
 
@@ -186,6 +189,7 @@ def test_a_scoring_error_counts_as_a_failed_answer_and_a_scoring_failure() -> No
         semconv.PROCESSOR_FAILURE_SCORING: 3,
         semconv.PROCESSOR_FAILURE_RECORDING: 0,
         semconv.PROCESSOR_FAILURE_PROCESSING: 0,
+        semconv.PROCESSOR_FAILURE_DOWNSTREAM: 0,
     }
     assert metered.processor.stats().scoring_failures == 3
 
@@ -236,6 +240,47 @@ def test_a_failure_on_the_span_path_counts_as_processing_and_the_span_is_still_f
     assert value(points, semconv.METRIC_PROCESSOR_FAILURES, reason=semconv.PROCESSOR_FAILURE_PROCESSING) == 1
     assert value(points, semconv.METRIC_PROCESSOR_SPANS_RECEIVED) == 1
     assert value(points, semconv.METRIC_PROCESSOR_SPANS_FORWARDED) == 1
+
+
+class BrokenDownstream(SpanProcessor):
+    """An exporting processor that raises on every call (a bug in it, or one in the exporter it runs inline)."""
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        raise RuntimeError("downstream on_start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span.name)
+        raise RuntimeError("downstream on_end")
+
+    def shutdown(self) -> None:
+        raise RuntimeError("downstream shutdown")
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        raise RuntimeError("downstream force_flush")
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background scoring"])
+def test_a_raising_downstream_is_counted_logged_five_times_and_never_raises(
+    background: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    downstream = BrokenDownstream()
+    metered = Metered(downstream, background_scoring=background)
+    with caplog.at_level(logging.WARNING, logger="rag_confidence"):
+        for _ in range(4):
+            metered.rag_trace()
+        assert metered.processor.force_flush() is False
+    # Each trace: 3 spans started and 3 ended, all handed over; the answer was scored all the same.
+    assert len(downstream.ended) == 12
+    points = metered.points()
+    assert value(points, semconv.METRIC_PROCESSOR_FAILURES, reason=semconv.PROCESSOR_FAILURE_DOWNSTREAM) == 25
+    assert value(points, semconv.METRIC_PROCESSOR_ANSWERS, outcome=semconv.PIPELINE_OUTCOME_SCORED) == 4
+    assert metered.processor.stats().scoring_failures == 25
+    assert len([r for r in caplog.records if "downstream span processor failed" in r.getMessage()]) == 5
+    metered.processor.shutdown()  # raises nothing either
+    assert metered.processor.stats().scoring_failures == 26
 
 
 def test_an_answer_scored_by_the_decorator_counts_as_already_scored(metered: Metered) -> None:

@@ -289,7 +289,8 @@ PIPELINE_OUTCOME_ALREADY_SCORED: Final = "already_scored"
 PIPELINE_EVICTION_MAX_AGE: Final = "max_age"
 PIPELINE_EVICTION_MAX_TRACES: Final = "max_traces"
 # Why the processor caught a failure: the scorer raised; recording metrics or the event raised; a bug on the
-# span path.
+# span path; the downstream (exporting) processor raised.
 PROCESSOR_FAILURE_SCORING: Final = "scoring"
 PROCESSOR_FAILURE_RECORDING: Final = "recording"
 PROCESSOR_FAILURE_PROCESSING: Final = "processing"
+PROCESSOR_FAILURE_DOWNSTREAM: Final = "downstream"

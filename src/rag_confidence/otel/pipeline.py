@@ -47,6 +47,7 @@ class _Totals:
     failures_scoring: int = 0
     failures_recording: int = 0
     failures_processing: int = 0
+    failures_downstream: int = 0
 
     def add(self, other: _Totals) -> None:
         for name in _TOTAL_FIELDS:
@@ -123,11 +124,12 @@ class _ProcessorGroup:
                 semconv.METRIC_PROCESSOR_FAILURES,
                 semconv.UNIT_FAILURE,
                 "Failures caught on the span path, by reason (scoring, recording metrics or the event, "
-                "processing); the span was forwarded regardless.",
+                "processing, the downstream processor raising); the span was forwarded regardless.",
                 lambda t: [
                     (t.failures_scoring, {reason: semconv.PROCESSOR_FAILURE_SCORING}),
                     (t.failures_recording, {reason: semconv.PROCESSOR_FAILURE_RECORDING}),
                     (t.failures_processing, {reason: semconv.PROCESSOR_FAILURE_PROCESSING}),
+                    (t.failures_downstream, {reason: semconv.PROCESSOR_FAILURE_DOWNSTREAM}),
                 ],
             ),
             (

@@ -70,6 +70,7 @@ _MAX_EARLY_TRACES = 1024
 
 # Failures on the span path are logged with their traceback this many times per processor, then only counted.
 _LOGGED_FAILURES = 5
+_DOWNSTREAM = semconv.PROCESSOR_FAILURE_DOWNSTREAM
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +82,9 @@ class ProcessorStats:
     #: Answers scored here (answers the decorator already scored are forwarded as they are and not counted).
     answers_scored: int
     #: Failures, summed: answers whose scoring failed (their span was forwarded with ``rag.confidence.error``
-    #: instead), scorecards whose metrics or event could not be recorded (the span carries its scorecard), and
-    #: spans whose processing failed unexpectedly (forwarded as they were). The ``rag.confidence.processor.*``
-    #: metrics tell them apart.
+    #: instead), scorecards whose metrics or event could not be recorded (the span carries its scorecard),
+    #: spans whose processing failed unexpectedly (forwarded as they were), and calls into the downstream
+    #: processor that raised. The ``rag.confidence.processor.failures`` metric tells them apart by reason.
     scoring_failures: int
     #: Traces whose buffered spans were dropped before their answer ended (TTL or ``max_pending_traces``).
     traces_evicted: int
@@ -268,14 +269,14 @@ class ConfidenceSpanProcessor(SpanProcessor):
         try:
             self._downstream.on_start(span, parent_context=parent_context)
         except Exception:
-            _logger.exception("downstream span processor failed in on_start")
+            self._count_failure("the downstream span processor failed in on_start", _DOWNSTREAM)
 
     def _on_ending(self, span: Span) -> None:
         # Part of the SDK's processor protocol (private there): pass it on so a downstream that uses it works.
         try:
             self._downstream._on_ending(span)
         except Exception:
-            _logger.exception("downstream span processor failed in _on_ending")
+            self._count_failure("the downstream span processor failed in _on_ending", _DOWNSTREAM)
 
     def on_end(self, span: ReadableSpan) -> None:
         forwarded: ReadableSpan | None
@@ -297,17 +298,28 @@ class ConfidenceSpanProcessor(SpanProcessor):
             with self._lock:
                 self._pending.clear()
                 self._early.clear()
-            self._downstream.shutdown()
+            try:
+                self._downstream.shutdown()
+            except Exception:
+                self._count_failure("the downstream span processor failed to shut down", _DOWNSTREAM)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        if self._worker is None:
-            return self._downstream.force_flush(timeout_millis)
-        started = time.monotonic()
-        drained = self._worker.flush(timeout_millis / 1000)
-        # The downstream always gets its flush, even when the worker used up the time: the spans forwarded so
-        # far are exported (with 0 ms left the SDK's SynchronousMultiSpanProcessor would skip its processors).
-        left_ms = max(1, int(timeout_millis - (time.monotonic() - started) * 1000))
-        return self._downstream.force_flush(left_ms) and drained
+        """Score what is queued for the worker (if any), then flush the downstream; False when either ran out
+        of time or the downstream failed (counted, never raised)."""
+        drained = True
+        left_ms = timeout_millis
+        if self._worker is not None:
+            started = time.monotonic()
+            drained = self._worker.flush(timeout_millis / 1000)
+            # The downstream always gets its flush, even when the worker used up the time: the spans forwarded so
+            # far are exported (with 0 ms left the SDK's SynchronousMultiSpanProcessor would skip its processors).
+            left_ms = max(1, int(timeout_millis - (time.monotonic() - started) * 1000))
+        try:
+            flushed = self._downstream.force_flush(left_ms)
+        except Exception:
+            self._count_failure("the downstream span processor failed to flush", _DOWNSTREAM)
+            return False
+        return flushed and drained
 
     # -- public helpers --------------------------------------------------------------------------------------
 
@@ -322,7 +334,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 answers_scored=counts.answers_scored,
                 scoring_failures=counts.failures_scoring
                 + counts.failures_recording
-                + counts.failures_processing,
+                + counts.failures_processing
+                + counts.failures_downstream,
                 traces_evicted=counts.evicted_max_age + counts.evicted_max_traces,
                 spans_not_buffered=counts.spans_unbuffered,
                 pending_traces=len(self._pending),
@@ -477,7 +490,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         try:
             self._downstream.on_end(span)
         except Exception:
-            _logger.exception("downstream span processor failed in on_end")
+            # Handed over all the same: what the downstream did with it is its own to report.
+            self._count_failure("the downstream span processor failed in on_end", _DOWNSTREAM)
         with self._lock:
             self._counts.spans_received += received
             self._counts.spans_forwarded += 1
@@ -721,9 +735,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 counts.failures_scoring += 1
             elif reason == semconv.PROCESSOR_FAILURE_RECORDING:
                 counts.failures_recording += 1
+            elif reason == _DOWNSTREAM:
+                counts.failures_downstream += 1
             else:
                 counts.failures_processing += 1
-            failures = counts.failures_scoring + counts.failures_recording + counts.failures_processing
+            failures = (
+                counts.failures_scoring
+                + counts.failures_recording
+                + counts.failures_processing
+                + counts.failures_downstream
+            )
         if failures <= _LOGGED_FAILURES:
             _logger.warning(
                 "rag-confidence: %s (logged %d of at most %d times)",
