@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import RagConfidenceError
-from .config import GatewayConfig, add_arguments, config_from_arguments
+from .config import add_arguments, config_from_arguments
 from .forward import check_exporter_seams, forwarder_from_environment
 from .service import Gateway
 from .telemetry import meter_provider_from_environment
@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the gateway; returns the process exit status (0 after a clean SIGTERM/SIGINT shutdown, 2 for bad
-    arguments or settings, as argparse exits for the command line)."""
+    """Run the gateway; returns the process exit status (0 after a clean SIGTERM/SIGINT shutdown, 1 when a
+    listener cannot bind, 2 for bad arguments or settings, as argparse exits for the command line)."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit:  # --help, or arguments argparse refused (it printed why)
@@ -96,11 +96,18 @@ def run_from_arguments(args: argparse.Namespace) -> int:
         # ValueError subclasses: one line either way, never a traceback.
         print(f"rag-confidence gateway: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(config, gateway))
+    return asyncio.run(serve(gateway))
 
 
-async def serve(config: GatewayConfig, gateway: Gateway) -> int:
-    """Start, wait for SIGTERM or SIGINT, stop gracefully; 0, or 1 when a listener cannot bind."""
+async def serve(gateway: Gateway) -> int:
+    """Start ``gateway``, wait for SIGTERM or SIGINT, stop it gracefully (stop accepting, drain, flush).
+
+    Returns the exit status: 0 after a clean stop, 1 when a listener cannot bind. Run it in the main thread
+    (signal handlers)::
+
+        gateway = Gateway(GatewayConfig(), forwarder_from_environment())
+        raise SystemExit(asyncio.run(serve(gateway)))
+    """
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

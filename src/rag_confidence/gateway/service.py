@@ -72,7 +72,8 @@ def outcome_of_error(error: RequestError) -> str:
 class Gateway:
     """Receives OTLP traces, scores answer spans in place and forwards every valid span downstream.
 
-    Use :func:`rag_confidence.gateway.run` (or ``rag-confidence gateway``) to run it as a service; in code::
+    Use :func:`rag_confidence.gateway.main` (or ``rag-confidence gateway``) to run it as a service, or
+    :func:`rag_confidence.gateway.serve` to run one you built until SIGTERM; in code::
 
         gateway = Gateway(config, forwarder_from_environment(), meter_provider=provider)
         await gateway.start()          # binds; gateway.grpc_port / gateway.http_port tell the ports

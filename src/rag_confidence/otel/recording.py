@@ -160,7 +160,8 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
 
 
 def record_signals(**signals: Unpack[SignalKeywords]) -> bool:
-    """Set scoring inputs as ``rag.signal.*`` attributes on the current span; return whether a span took them.
+    """Set scoring inputs as ``rag.signal.*`` attributes on the current span; return whether they count for an
+    answer (a recording span took them, or a ``@scored_answer`` call around this one keeps them).
 
     Keywords are the snake_case ScoringInputs fields: ``support_level``, ``has_conflict``,
     ``faithfulness_score``, ``answer_relevance_score``, ``citation_count``, ``query_complexity``, ... plus
@@ -176,7 +177,8 @@ def record_signals(**signals: Unpack[SignalKeywords]) -> bool:
             record_signals(support_level="high", faithfulness_score=0.92)
             return generate(question, docs)
 
-    Without a recording current span this is a logged no-op (returns False). That is the case inside LangChain
+    Without a recording current span and outside a ``@scored_answer`` call this is a logged no-op (returns
+    False). That is the case inside LangChain
     runnables traced by the OpenInference tracer, which does not make its spans current: call it in your own
     span around the chain, or in the decorated function. Inside a ``@scored_answer`` call the values are also
     kept for that answer, so they count even when the current span is not the answer's.
