@@ -21,9 +21,6 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from rag_confidence import semconv
 from rag_confidence.gateway import AssemblySettings, GatewayConfig
 from rag_confidence.gateway.assembly import (
-    EVICTION_MAX_AGE,
-    EVICTION_MAX_TRACES,
-    EVICTION_MEMORY,
     AssemblyWindow,
 )
 from rag_confidence.gateway.forward import ForwardResult
@@ -109,8 +106,8 @@ def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None
     built.assemble(2, [child(2)], size=10)
     built.assemble(1, [child(1, 3)], size=10)  # trace 1 updated: trace 2 is now the oldest
     built.assemble(3, [child(3)], size=10)
-    assert reported == [(EVICTION_MAX_TRACES, 1)]
-    assert built.window.evictions[EVICTION_MAX_TRACES] == 1
+    assert reported == [(semconv.PIPELINE_EVICTION_MAX_TRACES, 1)]
+    assert built.window.evictions[semconv.PIPELINE_EVICTION_MAX_TRACES] == 1
     assert names(built.assemble(2, [root(2)], size=10)) == ["root"]  # its earlier spans are gone
     assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "child 3", "root"]
 
@@ -122,7 +119,7 @@ def test_traces_older_than_max_age_since_their_last_span_are_evicted() -> None:
     built.assemble(2, [child(2)], size=10)
     clock.now = 31.0  # trace 1 last updated 31 s ago, trace 2 only 11 s ago
     built.assemble(3, [child(3)], size=10)
-    assert reported == [(EVICTION_MAX_AGE, 1)]
+    assert reported == [(semconv.PIPELINE_EVICTION_MAX_AGE, 1)]
     assert names(built.assemble(1, [root(1)], size=10)) == ["root"]
     assert names(built.assemble(2, [root(2)], size=10)) == ["child 2", "root"]
 
@@ -131,13 +128,16 @@ def test_the_byte_bound_evicts_oldest_first_and_never_keeps_an_oversized_trace()
     built, _, reported = window(max_bytes=250)
     built.assemble(1, [child(1)], size=200)
     built.assemble(2, [child(2)], size=200)  # 400 > 250: trace 1 goes
-    assert reported == [(EVICTION_MEMORY, 1)]
+    assert reported == [(semconv.GATEWAY_EVICTION_MEMORY, 1)]
     assert (len(built.window), built.window.size_bytes) == (1, 200)
     # A request larger than the bound is scored with what its trace held, but is not kept itself.
     assert names(built.assemble(2, [child(2, 3)], size=300)) == ["child 2", "child 3"]
     assert (len(built.window), built.window.size_bytes) == (0, 0)
-    assert reported == [(EVICTION_MEMORY, 1), (EVICTION_MEMORY, 1)]  # an incomplete trace dropped: counted
-    assert built.window.evictions[EVICTION_MEMORY] == 2
+    assert reported == [
+        (semconv.GATEWAY_EVICTION_MEMORY, 1),
+        (semconv.GATEWAY_EVICTION_MEMORY, 1),
+    ]  # an incomplete trace dropped: counted
+    assert built.window.evictions[semconv.GATEWAY_EVICTION_MEMORY] == 2
 
 
 def test_concurrent_requests_keep_the_accounting_exact() -> None:
@@ -219,7 +219,9 @@ def test_the_gateway_reports_the_windows_traces_and_evictions_as_metrics() -> No
         outcome = gateway.process("grpc", _request(trace_id, 2, 1), "application/x-protobuf", None)
         assert outcome.error is None
     assert gateway.window is not None and len(gateway.window) == 2
-    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS) == {EVICTION_MAX_TRACES: 2}
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS) == {
+        semconv.PIPELINE_EVICTION_MAX_TRACES: 2
+    }
     assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 2}
     gateway.process("grpc", _request(4, 1, None), "application/x-protobuf", None)  # trace 4's root
     assert len(gateway.window) == 1

@@ -260,6 +260,22 @@ METRIC_ATTR_GATEWAY_OUTCOME: Final = "rag.confidence.gateway.outcome"
 METRIC_ATTR_GATEWAY_REASON: Final = "rag.confidence.gateway.reason"
 GATEWAY_TRANSPORT_GRPC: Final = "grpc"
 GATEWAY_TRANSPORT_HTTP: Final = "http"
+# How a request was answered (``rag.confidence.gateway.outcome`` on the request duration).
+GATEWAY_OUTCOME_OK: Final = "ok"
+GATEWAY_OUTCOME_PARTIAL: Final = "partial"
+GATEWAY_OUTCOME_INVALID: Final = "invalid"
+GATEWAY_OUTCOME_UNSUPPORTED_MEDIA_TYPE: Final = "unsupported_media_type"
+GATEWAY_OUTCOME_TOO_LARGE: Final = "too_large"
+GATEWAY_OUTCOME_UNAUTHENTICATED: Final = "unauthenticated"
+GATEWAY_OUTCOME_OVERLOADED: Final = "overloaded"
+GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE: Final = "downstream_unavailable"
+GATEWAY_OUTCOME_INTERNAL: Final = "internal"
+# Why spans were rejected (``rag.confidence.gateway.reason`` on spans.rejected): dropped by partial success, or
+# refused with their request because the downstream failed (the same value as that request outcome).
+GATEWAY_REASON_INVALID_SPAN: Final = "invalid_span"
+GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE: Final = GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE
+# The assembly window's own eviction reason, beside the shared max_age and max_traces.
+GATEWAY_EVICTION_MEMORY: Final = "memory"
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
 #: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
 RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"

@@ -29,9 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-EVICTION_MAX_TRACES = "max_traces"
-EVICTION_MAX_AGE = "max_age"
-EVICTION_MEMORY = "memory"
+from .. import semconv
 
 Item = TypeVar("Item")
 
@@ -74,7 +72,11 @@ class AssemblyWindow(Generic[Item]):
         self._entries: OrderedDict[int, _Entry[Item]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self.evictions: dict[str, int] = {EVICTION_MAX_TRACES: 0, EVICTION_MAX_AGE: 0, EVICTION_MEMORY: 0}
+        self.evictions: dict[str, int] = {
+            semconv.PIPELINE_EVICTION_MAX_TRACES: 0,
+            semconv.PIPELINE_EVICTION_MAX_AGE: 0,
+            semconv.GATEWAY_EVICTION_MEMORY: 0,
+        }
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -109,8 +111,8 @@ class AssemblyWindow(Generic[Item]):
                 self._bytes += entry.size
                 self._enforce_bounds(evicted)
             elif not complete:  # one request beyond the byte bound: the incomplete trace cannot be kept
-                self.evictions[EVICTION_MEMORY] += 1
-                evicted[EVICTION_MEMORY] = evicted.get(EVICTION_MEMORY, 0) + 1
+                self.evictions[semconv.GATEWAY_EVICTION_MEMORY] += 1
+                evicted[semconv.GATEWAY_EVICTION_MEMORY] = evicted.get(semconv.GATEWAY_EVICTION_MEMORY, 0) + 1
         self._report(evicted)
         return assembled, may_answer
 
@@ -119,13 +121,13 @@ class AssemblyWindow(Generic[Item]):
             trace_id, entry = next(iter(self._entries.items()))
             if now - entry.updated < self._max_age:
                 break
-            self._drop(trace_id, EVICTION_MAX_AGE, evicted)
+            self._drop(trace_id, semconv.PIPELINE_EVICTION_MAX_AGE, evicted)
 
     def _enforce_bounds(self, evicted: dict[str, int]) -> None:
         while len(self._entries) > self._max_traces:
-            self._drop(next(iter(self._entries)), EVICTION_MAX_TRACES, evicted)
+            self._drop(next(iter(self._entries)), semconv.PIPELINE_EVICTION_MAX_TRACES, evicted)
         while self._bytes > self._max_bytes and self._entries:
-            self._drop(next(iter(self._entries)), EVICTION_MEMORY, evicted)
+            self._drop(next(iter(self._entries)), semconv.GATEWAY_EVICTION_MEMORY, evicted)
 
     def _drop(self, trace_id: int, reason: str, evicted: dict[str, int]) -> None:
         entry = self._entries.pop(trace_id)

@@ -68,11 +68,11 @@ class GrpcListener:
         gateway = self._gateway
         started = time.perf_counter()
         gateway.metrics.active(_TRANSPORT, 1)
-        label = "internal"
+        label = semconv.GATEWAY_OUTCOME_INTERNAL
         try:
             metadata = {key.lower(): value for key, value in (context.invocation_metadata() or ())}
             if not gateway.auth.allows(metadata.get(_AUTHORIZATION)):
-                label = "unauthenticated"
+                label = semconv.GATEWAY_OUTCOME_UNAUTHENTICATED
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
             assert gateway.admission is not None
             try:
@@ -82,7 +82,7 @@ class GrpcListener:
                         gateway.executor, gateway.process, _TRANSPORT, body, CONTENT_TYPE_PROTOBUF, None
                     )
             except Overloaded as overloaded:
-                label = "overloaded"
+                label = semconv.GATEWAY_OUTCOME_OVERLOADED
                 await self._abort_retryable(context, f"gateway overloaded ({overloaded}); retry later")
             label = outcome.label
             if outcome.error is not None:

@@ -78,7 +78,7 @@ class HttpListener:
         gateway = self._gateway
         started = time.perf_counter()
         gateway.metrics.active(_TRANSPORT, 1)
-        label = "internal"
+        label = semconv.GATEWAY_OUTCOME_INTERNAL
         try:
             response, label = await self._handle(request)
             return response
@@ -95,12 +95,12 @@ class HttpListener:
                 401, code_pb2.UNAUTHENTICATED, "missing or invalid bearer token", reply_type
             )
             response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
-            return response, "unauthenticated"
+            return response, semconv.GATEWAY_OUTCOME_UNAUTHENTICATED
         if content_type not in _OTLP_TYPES:
             message = f"unsupported content type {content_type!r}; use {' or '.join(_OTLP_TYPES)}"
             return _status_response(
                 415, code_pb2.INVALID_ARGUMENT, message, reply_type
-            ), "unsupported_media_type"
+            ), semconv.GATEWAY_OUTCOME_UNSUPPORTED_MEDIA_TYPE
         limit = gateway.config.max_request_bytes
         if request.content_length is not None and request.content_length > limit:
             return _status_response(
@@ -108,7 +108,7 @@ class HttpListener:
                 code_pb2.RESOURCE_EXHAUSTED,
                 f"request body exceeds the limit of {limit} bytes",
                 reply_type,
-            ), "too_large"
+            ), semconv.GATEWAY_OUTCOME_TOO_LARGE
         assert gateway.admission is not None
         try:
             async with gateway.admission.slot():
@@ -117,7 +117,7 @@ class HttpListener:
                     message = f"request body exceeds the limit of {limit} bytes"
                     return _status_response(
                         413, code_pb2.RESOURCE_EXHAUSTED, message, reply_type
-                    ), "too_large"
+                    ), semconv.GATEWAY_OUTCOME_TOO_LARGE
                 loop = asyncio.get_running_loop()
                 outcome: Outcome = await loop.run_in_executor(
                     gateway.executor,
@@ -132,7 +132,7 @@ class HttpListener:
                 503, code_pb2.UNAVAILABLE, f"gateway overloaded ({overloaded}); retry later", reply_type
             )
             response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
-            return response, "overloaded"
+            return response, semconv.GATEWAY_OUTCOME_OVERLOADED
         if outcome.error is not None:
             response = _error_response(outcome.error, reply_type)
             if outcome.error.retryable:

@@ -26,10 +26,6 @@ from .spans import set_attributes, to_record
 
 _logger = logging.getLogger(__name__)
 
-ANSWER_SCORED = "scored"
-ANSWER_FAILED = "failed"
-ANSWER_ALREADY_SCORED = "already_scored"
-
 
 @dataclass(frozen=True, slots=True)
 class ScoredSpan:

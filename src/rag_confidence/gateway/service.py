@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from .. import semconv
 from ..otel.answer_scoring import AnswerScorer
 from ..otel.metrics import ConfidenceInstruments, span_context_as_parent
 from ..scoring.models import ConfidenceScorecard
@@ -32,24 +33,12 @@ from .assembly import AssemblyWindow
 from .config import GatewayConfig
 from .decode import CONTENT_TYPE_PROTOBUF, RequestError, decompress, parse, too_large
 from .forward import Forwarder
-from .pipeline import ANSWER_ALREADY_SCORED, ANSWER_FAILED, ANSWER_SCORED, Prepared, TracePipeline
+from .pipeline import Prepared, TracePipeline
 from .security import BearerAuth
 from .split import GROWTH_PER_ANSWER, split_request
 from .telemetry import GatewayMetrics
 
 _logger = logging.getLogger(__name__)
-
-OUTCOME_OK = "ok"
-OUTCOME_PARTIAL = "partial"
-OUTCOME_INVALID = "invalid"
-OUTCOME_UNSUPPORTED = "unsupported_media_type"
-OUTCOME_TOO_LARGE = "too_large"
-OUTCOME_UNAUTHENTICATED = "unauthenticated"
-OUTCOME_OVERLOADED = "overloaded"
-OUTCOME_DOWNSTREAM = "downstream_unavailable"
-OUTCOME_INTERNAL = "internal"
-
-REASON_INVALID_SPAN = "invalid_span"
 
 
 @dataclass(slots=True)
@@ -58,15 +47,17 @@ class Outcome:
 
     response: ExportTraceServiceResponse = field(default_factory=ExportTraceServiceResponse)
     error: RequestError | None = None
-    label: str = OUTCOME_OK
+    label: str = semconv.GATEWAY_OUTCOME_OK
 
 
 def outcome_of_error(error: RequestError) -> str:
     if error.retryable:
-        return OUTCOME_DOWNSTREAM
-    return {400: OUTCOME_INVALID, 413: OUTCOME_TOO_LARGE, 415: OUTCOME_UNSUPPORTED}.get(
-        error.http_status, OUTCOME_INVALID
-    )
+        return semconv.GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE
+    return {
+        400: semconv.GATEWAY_OUTCOME_INVALID,
+        413: semconv.GATEWAY_OUTCOME_TOO_LARGE,
+        415: semconv.GATEWAY_OUTCOME_UNSUPPORTED_MEDIA_TYPE,
+    }.get(error.http_status, semconv.GATEWAY_OUTCOME_INVALID)
 
 
 class Gateway:
@@ -213,7 +204,7 @@ class Gateway:
 
     def _forward(self, transport: str, prepared: Prepared) -> Outcome:
         self.metrics.received(transport, prepared.received)
-        self.metrics.rejected(transport, prepared.rejected, REASON_INVALID_SPAN)
+        self.metrics.rejected(transport, prepared.rejected, semconv.GATEWAY_REASON_INVALID_SPAN)
         if prepared.forwarded:
             # Parts go one after the other; a failed part fails the request, which the upstream retries
             # whole (parts already delivered then arrive twice: at least once, never lost).
@@ -223,7 +214,9 @@ class Gateway:
                     break
             if not result.ok:
                 self.metrics.export_failed()
-                self.metrics.rejected(transport, prepared.forwarded, OUTCOME_DOWNSTREAM)
+                self.metrics.rejected(
+                    transport, prepared.forwarded, semconv.GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE
+                )
                 _logger.warning("downstream export failed: %s", result.detail)
                 error = RequestError(
                     503,
@@ -231,14 +224,14 @@ class Gateway:
                     f"downstream unavailable ({result.detail}); retry later",
                     retryable=True,
                 )
-                return Outcome(error=error, label=OUTCOME_DOWNSTREAM)
+                return Outcome(error=error, label=semconv.GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE)
             self.metrics.forwarded(transport, prepared.forwarded)
             self._record_scorecards(prepared)
         outcome = Outcome()
         if prepared.rejected:
             outcome.response.partial_success.rejected_spans = prepared.rejected
             outcome.response.partial_success.error_message = prepared.rejection_message
-            outcome.label = OUTCOME_PARTIAL
+            outcome.label = semconv.GATEWAY_OUTCOME_PARTIAL
         return outcome
 
     def _record_scorecards(self, prepared: Prepared) -> None:
@@ -256,9 +249,9 @@ class Gateway:
             recorded.append((scored.scorecard, context))
         # The answers of one request share most warning codes: one measurement per code, not per answer.
         self.instruments.count_warnings(recorded)
-        self.metrics.answer(ANSWER_SCORED, len(prepared.scored))
-        self.metrics.answer(ANSWER_FAILED, prepared.failed_answers)
-        self.metrics.answer(ANSWER_ALREADY_SCORED, prepared.already_scored)
+        self.metrics.answer(semconv.PIPELINE_OUTCOME_SCORED, len(prepared.scored))
+        self.metrics.answer(semconv.PIPELINE_OUTCOME_FAILED, prepared.failed_answers)
+        self.metrics.answer(semconv.PIPELINE_OUTCOME_ALREADY_SCORED, prepared.already_scored)
 
     def finished(self, transport: str, outcome: str, started: float) -> None:
         self.metrics.request_done(transport, outcome, time.perf_counter() - started)
