@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence.errors import ConfigValidationError
-from rag_confidence.gateway.admission import Admission, Overloaded
-from rag_confidence.gateway.decode import RequestError, decompress, parse_json
+from rag_confidence.errors import ConfigValidationError, GatewayOverloadedError, GatewayRequestError
+from rag_confidence.gateway.admission import Admission
+from rag_confidence.gateway.decode import decompress, parse_json
 from rag_confidence.gateway.forward import downstream_timeout, grpc_compression
 
 from .test_gateway_e2e import _otlp_json, _post
@@ -80,7 +80,7 @@ def test_a_gzip_body_of_several_members_forwards_every_span(downstream: Downstre
     ids=["gzip + junk", "gzip + zero padding", "deflate + trailing data"],
 )
 def test_data_after_the_compressed_stream_is_refused_not_ignored(encoding: str, body: bytes) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(GatewayRequestError) as caught:
         decompress(body, encoding, 1024)
     assert caught.value.http_status == 400
 
@@ -88,7 +88,7 @@ def test_data_after_the_compressed_stream_is_refused_not_ignored(encoding: str, 
 def test_several_gzip_members_count_against_one_size_limit() -> None:
     member = gzip.compress(b"x" * 600)
     assert decompress(member + member, "gzip", 1200) == b"x" * 1200
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(GatewayRequestError) as caught:
         decompress(member + member, "gzip", 1199)
     assert caught.value.http_status == 413
 
@@ -96,7 +96,7 @@ def test_several_gzip_members_count_against_one_size_limit() -> None:
 def test_many_tiny_gzip_members_are_refused_quickly_and_many_members_read_in_linear_time() -> None:
     empty = gzip.compress(b"")
     started = time.process_time()
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(GatewayRequestError) as caught:
         decompress(empty * 200_000, "gzip", 4 * 1024 * 1024)  # a 4 MiB body of empty members
     assert caught.value.http_status == 400 and "members" in caught.value.message
     member = gzip.compress(b"a" * 4000)
@@ -141,7 +141,7 @@ def test_json_errors_name_the_field_and_never_quote_its_value(span: dict[str, ob
     document = {
         "resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8, **span}]}]}]
     }
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(GatewayRequestError) as caught:
         parse_json(json.dumps(document).encode())
     message = caught.value.message
     assert caught.value.http_status == 400
@@ -180,7 +180,7 @@ def test_a_zero_queue_timeout_admits_while_a_slot_is_free_and_refuses_at_once_wh
             try:
                 async with admission.slot():
                     refused = False
-            except Overloaded:
+            except GatewayOverloadedError:
                 refused = True
         async with admission.slot():  # free again
             pass

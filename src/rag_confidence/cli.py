@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, BinaryIO, TextIO
 
-from .errors import RagConfidenceError
+from .errors import InputValidationError, RagConfidenceError
 from .scoring import compute_confidence
 from .scoring.models import ConfidenceScorecard, ScoringConfig, ScoringInputs
 from .scoring.render import render_scorecard
@@ -29,24 +29,13 @@ from .scoring.serialize import to_reference_json
 EXIT_BAD_INPUT = 2
 
 
-class RequestError(ValueError):
-    """A request that cannot be scored: unreadable JSON or not the right shape."""
-
-    def __init__(self, kind: str, message: str, path: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.path = path
-
-
 def _split_request(request: Any) -> tuple[Any, Any]:
     if not isinstance(request, dict):
-        raise RequestError("InputValidationError", "a request must be a JSON object", None)
+        raise InputValidationError("a request must be a JSON object")
     if "inputs" in request:
         unknown = set(request) - {"inputs", "config"}
         if unknown:
-            raise RequestError(
-                "InputValidationError", f"unknown request key(s): {', '.join(sorted(unknown))}"
-            )
+            raise InputValidationError(f"unknown request key(s): {', '.join(sorted(unknown))}")
         return request["inputs"], request.get("config")
     return request, None
 
@@ -71,9 +60,6 @@ def _score_jsonl(stream: BinaryIO, out: TextIO) -> int:
             continue
         try:
             card = score_request(_loads(raw.decode("utf-8-sig")))
-        except RequestError as error:
-            failures += 1
-            out.write(_error_line(error.kind, str(error), error.path, number) + "\n")
         except RagConfidenceError as error:
             failures += 1
             out.write(_error_line(type(error).__name__, str(error), error.path, number) + "\n")
@@ -134,7 +120,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         card = score_request(_loads(text))
-    except (RequestError, RagConfidenceError) as error:
+    except RagConfidenceError as error:
         print(f"rag-confidence score: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ValueError, RecursionError, ArithmeticError) as error:

@@ -40,9 +40,30 @@ class UsageError(RagConfidenceError, TypeError):
     type, a misspelt keyword. Also a :class:`TypeError`, which is what Python raises for such mistakes."""
 
 
+class GatewayRequestError(RagConfidenceError):
+    """A request ``rag-confidence gateway`` refuses, with the HTTP status and the gRPC status code (an int of
+    ``google.rpc.Code``) to answer with. ``retryable`` requests (the downstream failed) are answered 503 /
+    UNAVAILABLE so the client's retry keeps the data. The message goes back to the client: it names what is
+    wrong, never the payload's content."""
+
+    def __init__(self, message: str, *, http_status: int, grpc_code: int, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.http_status = http_status
+        self.grpc_code = grpc_code
+        self.retryable = retryable
+
+
+class GatewayOverloadedError(RagConfidenceError):
+    """No processing slot of the gateway came free within its bounds (``--max-concurrent-requests``,
+    ``--max-queued-requests``, ``--queue-timeout``): answered 503 / UNAVAILABLE, for the client to retry."""
+
+
 __all__ = [
     "CalibrationValidationError",
     "ConfigValidationError",
+    "GatewayOverloadedError",
+    "GatewayRequestError",
     "InputValidationError",
     "RagConfidenceError",
     "TelemetrySetupError",

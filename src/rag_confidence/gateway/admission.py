@@ -11,9 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-
-class Overloaded(Exception):
-    """No processing slot within the bounds; answer 503 / UNAVAILABLE so the client retries later."""
+from ..errors import GatewayOverloadedError
 
 
 class Admission:
@@ -25,7 +23,7 @@ class Admission:
     ...         try:
     ...             async with admission.slot():
     ...                 return 0
-    ...         except Overloaded:
+    ...         except GatewayOverloadedError:
     ...             return admission.active
     >>> asyncio.run(demo())
     1
@@ -41,22 +39,24 @@ class Admission:
 
     @asynccontextmanager
     async def slot(self, timeout: float | None = None) -> AsyncIterator[None]:
-        """Hold a processing slot; raises :class:`Overloaded` when none is free within the bounds."""
+        """Hold a processing slot; raises :class:`GatewayOverloadedError` when none is free within the bounds."""
         if self.active >= self._max_active and self.waiting >= self._max_waiting:
-            raise Overloaded(f"{self.active} requests in progress and {self.waiting} waiting")
+            raise GatewayOverloadedError(f"{self.active} requests in progress and {self.waiting} waiting")
         wait = self._timeout if timeout is None else max(0.0, min(timeout, self._timeout))
         if not self._semaphore.locked():
             # A slot is free: taken without suspending. (wait_for with a zero timeout would give up before
             # even a free semaphore is acquired.)
             await self._semaphore.acquire()
         elif wait <= 0:
-            raise Overloaded(f"{self.active} requests in progress and waiting is off (queue timeout 0)")
+            raise GatewayOverloadedError(
+                f"{self.active} requests in progress and waiting is off (queue timeout 0)"
+            )
         else:
             self.waiting += 1
             try:
                 await asyncio.wait_for(self._semaphore.acquire(), wait)
             except asyncio.TimeoutError:
-                raise Overloaded(f"no processing slot within {wait:.1f}s") from None
+                raise GatewayOverloadedError(f"no processing slot within {wait:.1f}s") from None
             finally:
                 self.waiting -= 1
         self.active += 1

@@ -1,6 +1,7 @@
 """Request bodies to ``ExportTraceServiceRequest``: protobuf, OTLP/JSON (hex ids), gzip within a size limit.
 
-Every failure is a :class:`RequestError` carrying the status it maps to, so both listeners answer alike.
+Every failure is a :class:`~rag_confidence.errors.GatewayRequestError` carrying the status it maps to, so both
+listeners answer alike.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from google.protobuf.message import DecodeError, Message  # type: ignore[import-
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ..errors import GatewayRequestError
+
 CONTENT_TYPE_PROTOBUF = "application/x-protobuf"
 CONTENT_TYPE_JSON = "application/json"
 _ENCODINGS_IDENTITY = frozenset({"", "identity"})
@@ -28,33 +31,19 @@ _LAST_SLICE = 1024 * 1024
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
-class RequestError(Exception):
-    """A request the gateway refuses, with the HTTP status and gRPC code to answer with.
-
-    ``message`` goes back to the client: it names what is wrong, never the payload's content.
-    """
-
-    def __init__(self, http_status: int, grpc_code: int, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.http_status = http_status
-        self.grpc_code = grpc_code
-        self.message = message
-        self.retryable = retryable
+def bad_request(message: str) -> GatewayRequestError:
+    return GatewayRequestError(message, http_status=400, grpc_code=code_pb2.INVALID_ARGUMENT)
 
 
-def bad_request(message: str) -> RequestError:
-    return RequestError(400, code_pb2.INVALID_ARGUMENT, message)
+def too_large(message: str) -> GatewayRequestError:
+    return GatewayRequestError(message, http_status=413, grpc_code=code_pb2.RESOURCE_EXHAUSTED)
 
 
-def too_large(message: str) -> RequestError:
-    return RequestError(413, code_pb2.RESOURCE_EXHAUSTED, message)
-
-
-def unsupported_media_type(content_type: str) -> RequestError:
-    return RequestError(
-        415,
-        code_pb2.INVALID_ARGUMENT,
+def unsupported_media_type(content_type: str) -> GatewayRequestError:
+    return GatewayRequestError(
         f"unsupported content type {content_type!r}; use {CONTENT_TYPE_PROTOBUF} or {CONTENT_TYPE_JSON}",
+        http_status=415,
+        grpc_code=code_pb2.INVALID_ARGUMENT,
     )
 
 
@@ -73,8 +62,10 @@ def decompress(body: bytes, content_encoding: str | None, limit: int) -> bytes:
     elif encoding == "deflate":
         wbits = zlib.MAX_WBITS
     else:
-        raise RequestError(
-            415, code_pb2.INVALID_ARGUMENT, f"unsupported content encoding {encoding!r}; use gzip"
+        raise GatewayRequestError(
+            f"unsupported content encoding {encoding!r}; use gzip",
+            http_status=415,
+            grpc_code=code_pb2.INVALID_ARGUMENT,
         )
     parts: list[bytes] = []
     size = 0
@@ -135,8 +126,8 @@ def parse_json(payload: bytes) -> ExportTraceServiceRequest:
         _hex_ids_to_base64(document)
         request = ExportTraceServiceRequest()
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except _BadId as error:
-        raise bad_request(f"malformed OTLP/JSON: {error}") from None
+    except GatewayRequestError:
+        raise  # a bad id, said precisely (it is a ValueError too: it must not reach the clause below)
     except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as error:
         raise bad_request(f"malformed OTLP/JSON ExportTraceServiceRequest: {_where(error)}") from None
     return request
@@ -157,10 +148,6 @@ def encode_message(message: Message, content_type: str) -> bytes:
         return text.encode()
     serialized: bytes = message.SerializeToString()
     return serialized
-
-
-class _BadId(ValueError):
-    pass
 
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:
@@ -189,12 +176,12 @@ def _convert_ids(message: dict[str, Any]) -> None:
         if value is None:
             continue
         if not isinstance(value, str):
-            raise _BadId(f"{field} must be a hex string")
+            raise bad_request(f"malformed OTLP/JSON: {field} must be a hex string")
         try:
             raw = bytes.fromhex(value)
         except ValueError:
             # Not the value itself: error messages reach the client's logs, and a bad id may be any text.
-            raise _BadId(f"{field} is not a hex string") from None
+            raise bad_request(f"malformed OTLP/JSON: {field} is not a hex string") from None
         message[field] = base64.b64encode(raw).decode("ascii")
 
 
@@ -244,7 +231,6 @@ _FAILED_FIELD = re.compile(r"Failed to parse ([A-Za-z_][A-Za-z0-9_]*) field: ")
 __all__ = [
     "CONTENT_TYPE_JSON",
     "CONTENT_TYPE_PROTOBUF",
-    "RequestError",
     "bad_request",
     "decompress",
     "encode_message",

@@ -18,9 +18,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from .. import semconv
-from .admission import Overloaded
+from ..errors import GatewayOverloadedError, GatewayRequestError
 from .config import ListenAddress
-from .decode import CONTENT_TYPE_PROTOBUF, RequestError
+from .decode import CONTENT_TYPE_PROTOBUF
 from .security import grpc_server_credentials
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class GrpcListener:
                     outcome: Outcome = await loop.run_in_executor(
                         gateway.executor, gateway.process, _TRANSPORT, body, CONTENT_TYPE_PROTOBUF, None
                     )
-            except Overloaded as overloaded:
+            except GatewayOverloadedError as overloaded:
                 label = semconv.GATEWAY_OUTCOME_OVERLOADED
                 await self._abort_retryable(context, f"gateway overloaded ({overloaded}); retry later")
             label = outcome.label
@@ -93,7 +93,7 @@ class GrpcListener:
             gateway.metrics.active(_TRANSPORT, -1)
             gateway.finished(_TRANSPORT, label, started)
 
-    async def _abort(self, context: Any, error: RequestError) -> None:
+    async def _abort(self, context: Any, error: GatewayRequestError) -> None:
         if error.retryable:
             await self._abort_retryable(context, error.message)
         await context.abort(

@@ -16,9 +16,9 @@ from aiohttp import hdrs, web
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from .. import semconv
-from .admission import Overloaded
+from ..errors import GatewayOverloadedError, GatewayRequestError
 from .config import ListenAddress
-from .decode import CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, RequestError, encode_message, media_type
+from .decode import CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, encode_message, media_type
 from .security import server_ssl_context
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class HttpListener:
                     content_type,
                     request.headers.get(hdrs.CONTENT_ENCODING),
                 )
-        except Overloaded as overloaded:
+        except GatewayOverloadedError as overloaded:
             response = _status_response(
                 503, code_pb2.UNAVAILABLE, f"gateway overloaded ({overloaded}); retry later", reply_type
             )
@@ -162,5 +162,5 @@ def _status_response(http_status: int, code: int, message: str, content_type: st
     )
 
 
-def _error_response(error: RequestError, content_type: str) -> web.Response:
+def _error_response(error: GatewayRequestError, content_type: str) -> web.Response:
     return _status_response(error.http_status, error.grpc_code, error.message, content_type)

@@ -25,13 +25,14 @@ from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import semconv
+from ..errors import GatewayRequestError
 from ..otel.answer_scoring import AnswerScorer
 from ..otel.metrics import ConfidenceInstruments, span_context_as_parent
 from ..scoring.models import ConfidenceScorecard
 from .admission import Admission
 from .assembly import AssemblyWindow
 from .config import GatewayConfig
-from .decode import CONTENT_TYPE_PROTOBUF, RequestError, decompress, parse, too_large
+from .decode import CONTENT_TYPE_PROTOBUF, decompress, parse, too_large
 from .forward import Forwarder
 from .pipeline import Prepared, TracePipeline
 from .security import BearerAuth
@@ -46,11 +47,11 @@ class Outcome:
     """What to answer: a response (possibly with partial success) or an error with its status."""
 
     response: ExportTraceServiceResponse = field(default_factory=ExportTraceServiceResponse)
-    error: RequestError | None = None
+    error: GatewayRequestError | None = None
     label: str = semconv.GATEWAY_OUTCOME_OK
 
 
-def outcome_of_error(error: RequestError) -> str:
+def outcome_of_error(error: GatewayRequestError) -> str:
     if error.retryable:
         return semconv.GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE
     return {
@@ -175,7 +176,7 @@ class Gateway:
             if len(payload) > self.config.max_request_bytes:
                 raise too_large(f"request body exceeds the limit of {self.config.max_request_bytes} bytes")
             request = parse(payload, content_type)
-        except RequestError as error:
+        except GatewayRequestError as error:
             return Outcome(error=error, label=outcome_of_error(error))
         try:
             prepared = self.pipeline.prepare(
@@ -218,10 +219,10 @@ class Gateway:
                     transport, prepared.forwarded, semconv.GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE
                 )
                 _logger.warning("downstream export failed: %s", result.detail)
-                error = RequestError(
-                    503,
-                    code_pb2.UNAVAILABLE,
+                error = GatewayRequestError(
                     f"downstream unavailable ({result.detail}); retry later",
+                    http_status=503,
+                    grpc_code=code_pb2.UNAVAILABLE,
                     retryable=True,
                 )
                 return Outcome(error=error, label=semconv.GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE)

@@ -598,7 +598,7 @@ def _overrides(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(values, Mapping):
         dump = getattr(values, "model_dump", None)
         if dump is None:
-            raise TypeError(f"signals(result) must return a mapping, not {type(values).__name__}")
+            raise UsageError(f"signals(result) must return a mapping, not {type(values).__name__}")
         values = cast("Mapping[str, Any]", dump(by_alias=True, exclude_none=True))
     overrides: dict[str, Any] = {}
     for key, value in values.items():
