@@ -822,12 +822,6 @@ def _by_span(items: list[tuple[int, EventRecord]]) -> Evaluations:
     return grouped
 
 
-def live_processor_count() -> int:
-    """How many ``ConfidenceSpanProcessor`` are installed (not shut down) in this process."""
-    with _LIVE_LOCK:
-        return len(_LIVE_PROCESSORS)
-
-
 def _span_ids(spans: list[ReadableSpan]) -> set[int]:
     return {span.context.span_id for span in spans if span.context is not None}
 

@@ -76,11 +76,6 @@ def is_marked_answer(span: SpanRecord) -> bool:
     return span.attributes.get(semconv.RAG_ANSWER) is True
 
 
-def is_declined_answer(span: SpanRecord) -> bool:
-    """True when the span carries ``rag.answer = false``: explicitly no answer, for its whole subtree."""
-    return span.attributes.get(semconv.RAG_ANSWER) is False
-
-
 def is_retrieval_span(span: SpanRecord) -> bool:
     """True for a span that reports retrieved documents under any convention we read.
 
@@ -289,11 +284,3 @@ def _root_id(span: SpanRecord, by_id: dict[int, SpanRecord], seen: set[int]) -> 
             return span_id
         seen.add(span_id)
         current = parent
-
-
-def group_by_trace(spans: Iterable[SpanRecord]) -> Mapping[int, list[SpanRecord]]:
-    """Spans grouped by trace id, in input order (a convenience for callers holding several traces)."""
-    traces: dict[int, list[SpanRecord]] = {}
-    for span in spans:
-        traces.setdefault(span.trace_id, []).append(span)
-    return traces
