@@ -252,6 +252,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Count a starting local root (so a child ending after it is known as late work), then pass the span
+        to the downstream processor."""
         parent = span.parent
         context = span.context if parent is None or parent.is_remote else None  # only local roots are counted
         if context is not None:
@@ -279,6 +281,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
             self._count_failure("the downstream span processor failed in _on_ending", _DOWNSTREAM)
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Buffer the span for its answer, or score it if it is one; forward it (an answer as its enriched
+        copy) to the downstream processor, now or, with background scoring, from the worker."""
         forwarded: ReadableSpan | None
         try:
             forwarded = self._process(span)
@@ -289,6 +293,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             self._forward(forwarded, received=1)
 
     def shutdown(self) -> None:
+        """Score and forward what the worker holds (30 s at most), drop the buffers, shut the downstream down."""
         with _LIVE_LOCK:
             _LIVE_PROCESSORS.discard(self)
         try:
