@@ -46,6 +46,7 @@ COMPILED = [
     "src/rag_confidence/signals/native.py",
     "src/rag_confidence/signals/openinference.py",
     "src/rag_confidence/signals/openllmetry.py",
+    "src/rag_confidence/signals/vector_db.py",
 ]
 
 

@@ -434,10 +434,12 @@ def test_vector_db_metadata_written_as_the_str_of_a_dict_is_read_as_a_python_lit
         ],
     )
     signals = extract_signals([milvus])
+    # One hit has no order to tell a distance from a similarity: read as the similarity of MilvusClient's
+    # default COSINE metric (tests/test_signals_vector_db.py).
     assert signals.inputs["candidates"] == [
         {
-            "retrievalScores": {"milvus": 0.8},
-            "combinedScore": 0.8,
+            "retrievalScores": {"milvus": 0.25},
+            "combinedScore": 0.25,
             "documentId": "7",
             "documentType": "faq",
             "rank": 1,

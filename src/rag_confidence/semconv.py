@@ -201,6 +201,25 @@ DB_SEARCH_RESULT_ID: Final = "db.search.result.id"
 DB_SEARCH_RESULT_SCORE: Final = "db.search.result.score"
 DB_SEARCH_RESULT_DISTANCE: Final = "db.search.result.distance"
 DB_SEARCH_RESULT_ENTITY: Final = "db.search.result.entity"
+#: The index of the query vector a ``db.search.result`` hit answers (opentelemetry-semantic-conventions-ai
+#: ``EventAttributes.DB_SEARCH_RESULT_QUERY_ID``; Milvus wrapper.py ``_add_search_result_events``).
+DB_SEARCH_QUERY_ID: Final = "db.search.query.id"
+#: ``db.system`` values whose result events need reading of their own (opentelemetry-instrumentation-milvus and
+#: -marqo wrapper.py).
+DB_SYSTEM_MILVUS: Final = "milvus"
+DB_SYSTEM_MARQO: Final = "marqo"
+#: ``str(search_params)`` of a Milvus ``search`` call (semconv-ai ``SpanAttributes.MILVUS_SEARCH_SEARCH_PARAMS``,
+#: set by Milvus wrapper.py ``_set_search_attributes``); its ``metric_type`` key names the metric.
+MILVUS_SEARCH_SEARCH_PARAMS: Final = "db.milvus.search.search_params"
+MILVUS_METRIC_TYPE: Final = "metric_type"
+#: Milvus metric types (pymilvus ``MetricType``, upper case) whose ``distance`` field is a similarity (larger is
+#: closer) and those where it is a distance (smaller is closer).
+MILVUS_SIMILARITY_METRICS: Final = frozenset({"COSINE", "IP", "BM25"})
+MILVUS_DISTANCE_METRICS: Final = frozenset({"L2", "HAMMING", "JACCARD", "MHJACCARD"})
+#: A Marqo search hit as Marqo returns it: opentelemetry-instrumentation-marqo wrapper.py
+#: ``_set_search_result_attributes`` writes each hit dict as the attributes of a ``db.query.result`` event.
+MARQO_HIT_ID: Final = "_id"
+MARQO_HIT_SCORE: Final = "_score"
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process OpenTelemetry layer (``rag_confidence.otel``)

@@ -3,10 +3,8 @@
 - ``opentelemetry-instrumentation-langchain`` retriever spans: ``gen_ai.operation.name = vector_db_retrieve``
   with ``traceloop.entity.output`` (or ``gen_ai.task.output``) JSON ``{"documents": [{"page_content",
   "metadata"}], "count"}``, present only when content tracing is on. Ids and scores come from the metadata.
-- Vector-DB instrumentors: one ``db.query.result`` event per result (``db.query.result.{id,score,distance,
-  metadata,document}``) or ``db.search.result`` (``db.search.result.{id,score,distance,entity}``);
-  ``db.system`` names the method. Metadata is JSON (Chroma) or the ``str()`` of a dict (Pinecone's
-  ``metadata``, Milvus's ``entity``), read as a Python literal.
+- Vector-DB instrumentors: one ``db.query.result`` or ``db.search.result`` event per result, read by
+  :mod:`.vector_db`; ``db.system`` names the method.
 - Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
 """
 
@@ -18,24 +16,7 @@ from typing import Any
 from .. import semconv
 from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
 from .records import SpanRecord
-
-_RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
-    # event -> (id, score, distance, metadata, content) attribute names
-    semconv.DB_QUERY_RESULT: (
-        semconv.DB_QUERY_RESULT_ID,
-        semconv.DB_QUERY_RESULT_SCORE,
-        semconv.DB_QUERY_RESULT_DISTANCE,
-        semconv.DB_QUERY_RESULT_METADATA,
-        semconv.DB_QUERY_RESULT_DOCUMENT,
-    ),
-    semconv.DB_SEARCH_RESULT: (
-        semconv.DB_SEARCH_RESULT_ID,
-        semconv.DB_SEARCH_RESULT_SCORE,
-        semconv.DB_SEARCH_RESULT_DISTANCE,
-        semconv.DB_SEARCH_RESULT_ENTITY,
-        None,
-    ),
-}
+from .vector_db import event_documents
 
 
 def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
@@ -45,7 +26,7 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
         documents = _task_documents(attributes, reader)
         if documents:
             retrievals.append(RawRetrieval(span=span, documents=documents))
-    events = _event_documents(span, reader)
+    events = event_documents(span, reader)
     if events:
         system = attributes.get(semconv.DB_SYSTEM)
         retrievals.append(
@@ -79,27 +60,6 @@ def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
                 content=entry.get("page_content"),
                 metadata=metadata if isinstance(metadata, Mapping) else None,
                 aliases=(entry["id"],) if isinstance(entry.get("id"), str) and entry["id"] else (),
-            )
-        )
-    return documents
-
-
-def _event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
-    documents = []
-    for event in span.events:
-        names = _RESULT_EVENTS.get(event.name)
-        if names is None:
-            continue
-        id_key, score_key, distance_key, metadata_key, content_key = names
-        attributes = event.attributes
-        metadata = attributes.get(metadata_key)
-        documents.append(
-            RawDocument(
-                id=attributes.get(id_key),
-                score=attributes.get(score_key),
-                distance=attributes.get(distance_key),
-                content=attributes.get(content_key) if content_key else None,
-                metadata=reader.literal_mapping(metadata) if metadata is not None else None,
             )
         )
     return documents

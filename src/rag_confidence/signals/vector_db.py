@@ -1,0 +1,119 @@
+"""OpenLLMetry vector-DB result events: one ``db.query.result`` or ``db.search.result`` event per hit.
+
+- ``db.query.result.{id,score,distance,metadata,document}`` (Chroma, Pinecone) and ``db.search.result.{id,score,
+  distance,entity}`` (Milvus). Metadata is JSON (Chroma) or the ``str()`` of a dict (Pinecone's ``metadata``,
+  Milvus's ``entity``), read as a Python literal.
+- Milvus writes each hit's raw ``distance`` field as ``db.search.result.distance``, and what that field holds
+  depends on the metric: a distance for ``L2``/``HAMMING``/``JACCARD`` (smaller is closer), a similarity for
+  ``COSINE``/``IP``/``BM25`` and for a hybrid search's ranker score (larger is closer; ``MilvusClient`` creates
+  ``COSINE`` collections by default). The metric in ``db.milvus.search.search_params`` decides when the span
+  records one; otherwise the order does: Milvus returns each query's hits best first, so values that never
+  increase down one query's list are similarities, and values that increase somewhere are distances.
+- Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
+  ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import semconv
+from ._values import RawDocument, Reader
+from .records import SpanRecord
+
+_RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
+    # event -> (id, score, distance, metadata, content) attribute names
+    semconv.DB_QUERY_RESULT: (
+        semconv.DB_QUERY_RESULT_ID,
+        semconv.DB_QUERY_RESULT_SCORE,
+        semconv.DB_QUERY_RESULT_DISTANCE,
+        semconv.DB_QUERY_RESULT_METADATA,
+        semconv.DB_QUERY_RESULT_DOCUMENT,
+    ),
+    semconv.DB_SEARCH_RESULT: (
+        semconv.DB_SEARCH_RESULT_ID,
+        semconv.DB_SEARCH_RESULT_SCORE,
+        semconv.DB_SEARCH_RESULT_DISTANCE,
+        semconv.DB_SEARCH_RESULT_ENTITY,
+        None,
+    ),
+}
+_MARQO_OWN_KEYS = frozenset({semconv.MARQO_HIT_ID, semconv.MARQO_HIT_SCORE})
+
+
+def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
+    """The documents a span's result events report, in event order."""
+    documents: list[RawDocument] = []
+    # db.search.result documents per query (``db.search.query.id``), whose distances may be similarities.
+    searches: dict[Any, list[RawDocument]] = {}
+    marqo = span.attributes.get(semconv.DB_SYSTEM) == semconv.DB_SYSTEM_MARQO
+    for event in span.events:
+        names = _RESULT_EVENTS.get(event.name)
+        if names is None:
+            continue
+        id_key, score_key, distance_key, metadata_key, content_key = names
+        attributes = event.attributes
+        if marqo and event.name == semconv.DB_QUERY_RESULT and id_key not in attributes:
+            documents.append(_marqo_hit(attributes))
+            continue
+        metadata = attributes.get(metadata_key)
+        document = RawDocument(
+            id=attributes.get(id_key),
+            score=attributes.get(score_key),
+            distance=attributes.get(distance_key),
+            content=attributes.get(content_key) if content_key else None,
+            metadata=reader.literal_mapping(metadata) if metadata is not None else None,
+        )
+        documents.append(document)
+        if event.name == semconv.DB_SEARCH_RESULT:
+            searches.setdefault(attributes.get(semconv.DB_SEARCH_QUERY_ID), []).append(document)
+    if searches:
+        similar = _metric_is_similarity(span.attributes, reader)
+        for hits in searches.values():
+            if similar is False or (similar is None and not _never_increase(hits)):
+                continue
+            for hit in hits:
+                if hit.score is None and hit.distance is not None:
+                    hit.score, hit.distance = hit.distance, None
+    return documents
+
+
+def _marqo_hit(attributes: Mapping[str, Any]) -> RawDocument:
+    metadata = {key: value for key, value in attributes.items() if key not in _MARQO_OWN_KEYS}
+    return RawDocument(
+        id=attributes.get(semconv.MARQO_HIT_ID),
+        score=attributes.get(semconv.MARQO_HIT_SCORE),
+        metadata=metadata or None,
+    )
+
+
+def _metric_is_similarity(attributes: Mapping[str, Any], reader: Reader) -> bool | None:
+    """Whether the search's metric makes larger values closer; None when the span does not name one."""
+    params = attributes.get(semconv.MILVUS_SEARCH_SEARCH_PARAMS)
+    if params is None:
+        return None
+    parsed = reader.literal_mapping(params)
+    metric = parsed.get(semconv.MILVUS_METRIC_TYPE) if parsed is not None else None
+    if not isinstance(metric, str):
+        return None
+    metric = metric.upper()
+    if metric in semconv.MILVUS_SIMILARITY_METRICS:
+        return True
+    if metric in semconv.MILVUS_DISTANCE_METRICS:
+        return False
+    return None
+
+
+def _never_increase(hits: list[RawDocument]) -> bool:
+    # A scratch reader: the score rule reads these values again and counts any it has to skip, once.
+    scratch = Reader()
+    previous: float | None = None
+    for hit in hits:
+        value = scratch.number(hit.distance)
+        if value is None:
+            continue
+        if previous is not None and value > previous:
+            return False
+        previous = value
+    return True

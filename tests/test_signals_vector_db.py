@@ -1,0 +1,144 @@
+"""OpenLLMetry vector-DB result events whose values need reading of their own: Milvus and Marqo.
+
+Neither instrumentor is installed in the test environment (each needs its database's client), so the spans are
+built with the SDK tracer exactly as the upstream wrappers write them (opentelemetry-instrumentation-milvus and
+-marqo 0.62.4, ``opentelemetry/instrumentation/{milvus,marqo}/wrapper.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Span, Tracer
+
+from rag_confidence import semconv
+from rag_confidence.signals import extract_signals, find_answers, records_from_readable_spans
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()
+
+
+def milvus_search_events(span: Span, results: list[list[dict[str, Any]]]) -> None:
+    """What Milvus wrapper.py ``_add_search_result_events`` writes for ``MilvusClient.search``'s return value:
+    one event per hit, the query's index, the hit's id, ``str(float(distance))`` and ``str(entity)``."""
+    for query_index, hits in enumerate(results):
+        for hit in hits:
+            span.add_event(
+                semconv.DB_SEARCH_RESULT,
+                {
+                    semconv.DB_SEARCH_QUERY_ID: query_index,
+                    semconv.DB_SEARCH_RESULT_ID: hit["id"],
+                    semconv.DB_SEARCH_RESULT_DISTANCE: str(float(hit["distance"])),
+                    semconv.DB_SEARCH_RESULT_ENTITY: str(hit["entity"]),
+                },
+            )
+
+
+def milvus_scores(
+    traced: tuple[Tracer, InMemorySpanExporter],
+    results: list[list[dict[str, Any]]],
+    search_params: Mapping[str, Any] | None = None,
+) -> list[tuple[str, float]]:
+    tracer, exporter = traced
+    with tracer.start_as_current_span("rag"), tracer.start_as_current_span("milvus.search") as span:
+        span.set_attribute(semconv.DB_SYSTEM, semconv.DB_SYSTEM_MILVUS)
+        if search_params is not None:
+            # _set_search_attributes: _encode_include(kwargs.get("search_params")), the str() of the dict.
+            span.set_attribute(semconv.MILVUS_SEARCH_SEARCH_PARAMS, str(search_params))
+        milvus_search_events(span, results)
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    return [(c["documentId"], c["retrievalScores"]["milvus"]) for c in signals.inputs["candidates"]]
+
+
+def hits(*pairs: tuple[str, float]) -> list[dict[str, Any]]:
+    return [
+        {"id": doc_id, "distance": value, "entity": {"text": f"text of {doc_id}"}} for doc_id, value in pairs
+    ]
+
+
+def test_milvus_cosine_similarities_written_as_distances_keep_their_ranking(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """``MilvusClient.create_collection`` defaults to ``COSINE``; Milvus then returns the cosine similarity in
+    the ``distance`` field, best first. Read as distances (1 / (1 + d)) the best hit would rank last."""
+    scores = milvus_scores(traced, [hits(("A", 0.93), ("B", 0.41), ("C", 0.12))])
+    assert scores == [("A", pytest.approx(0.93)), ("B", pytest.approx(0.41)), ("C", pytest.approx(0.12))]
+
+
+def test_milvus_l2_distances_increase_down_the_list_and_stay_distances(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    scores = milvus_scores(traced, [hits(("A", 0.25), ("B", 1.0), ("C", 3.0))])
+    assert scores == [("A", pytest.approx(0.8)), ("B", pytest.approx(0.5)), ("C", pytest.approx(0.25))]
+
+
+def test_milvus_orders_each_query_of_a_multi_vector_search_on_its_own(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """Two query vectors: each query's hits are best first, but the second query's first hit may be better
+    than the first query's last; only the order within one query says which way the values run."""
+    scores = milvus_scores(traced, [hits(("A", 0.9), ("B", 0.5)), hits(("C", 0.8), ("D", 0.7))])
+    assert dict(scores) == {
+        "A": pytest.approx(0.9),
+        "B": pytest.approx(0.5),
+        "C": pytest.approx(0.8),
+        "D": pytest.approx(0.7),
+    }
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [("COSINE", 0.4), ("ip", 0.4), ("L2", 1 / 1.4)],
+    ids=["cosine", "inner product, lower case", "l2"],
+)
+def test_milvus_metric_in_the_search_params_decides_over_the_order(
+    traced: tuple[Tracer, InMemorySpanExporter], metric: str, expected: float
+) -> None:
+    """One hit has no order to read; the metric the span records says what the value is."""
+    params = {"metric_type": metric, "params": {"nprobe": 10}}
+    assert milvus_scores(traced, [hits(("A", 0.4))], params) == [("A", pytest.approx(expected))]
+
+
+def test_marqo_hits_written_as_themselves_give_ids_scores_and_metadata(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """Marqo wrapper.py ``_set_search_result_attributes`` adds each of ``response["hits"]`` as the attributes of
+    a ``db.query.result`` event: Marqo's ``_id`` and ``_score`` next to the document's own fields."""
+    tracer, exporter = traced
+    response = {
+        "processingTimeMs": 12,
+        "hits": [
+            {"_id": "doc-1", "_score": 0.82, "Title": "Paris", "document_type": "faq"},
+            {"_id": "doc-2", "_score": 0.55, "Title": "Lyon"},
+        ],
+    }
+    with tracer.start_as_current_span("rag"), tracer.start_as_current_span("marqo.search") as span:
+        span.set_attribute(semconv.DB_SYSTEM, semconv.DB_SYSTEM_MARQO)
+        span.set_attribute("db.marqo.search.processing_time", response["processingTimeMs"])
+        for hit in response["hits"]:
+            span.add_event(semconv.DB_QUERY_RESULT, attributes=hit)
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    assert signals.inputs["candidates"] == [
+        {
+            "retrievalScores": {"marqo": 0.82},
+            "combinedScore": 0.82,
+            "documentId": "doc-1",
+            "documentType": "faq",
+            "rank": 1,
+        },
+        {"retrievalScores": {"marqo": 0.55}, "combinedScore": 0.55, "documentId": "doc-2", "rank": 2},
+    ]
+    assert signals.skipped == 0
