@@ -220,6 +220,19 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
     assert legacy_signals.inputs["invalidCitationCount"] == 0
 
 
+def test_a_legacy_completion_with_a_finish_reason_and_no_text_is_read_for_truncation() -> None:
+    """opentelemetry-instrumentation-openai ``shared/completion_wrappers.py`` ``_set_completions`` sets
+    ``gen_ai.completion.{i}.finish_reason`` and then ``.content`` from the choice's text, which
+    ``_set_span_attribute`` leaves out when empty: a completion cut at once has a finish reason only."""
+    completion = SpanRecord(
+        1, 2, 1, "openai.completion", {"gen_ai.completion.0.finish_reason": "length"}, end_time=2
+    )
+    root = SpanRecord(1, 1, None, "rag", {semconv.RAG_ANSWER: True}, end_time=3)
+    signals = extract_signals([root, completion])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
 def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
     tracer, exporter = traced
     with tracer.start_as_current_span("workflow"):

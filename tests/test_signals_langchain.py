@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForLLMRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import FakeListChatModel, FakeListLLM
+from langchain_core.language_models import BaseChatModel, FakeListChatModel, FakeListLLM
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.output_parsers import StrOutputParser
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import PromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
@@ -379,6 +381,50 @@ def test_openllmetry_streamed_chat_answer_is_read_like_an_invoked_one(
         assert signals.inputs["citationCoverageScore"] == 1.0
         assert signals.skipped == 0
     assert found["stream"][1].inputs == found["invoke"][1].inputs
+
+
+class CutShortChat(BaseChatModel):
+    """A chat model that stops on its token limit, saying so as providers do (``finish_reason = length``)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "cut-short"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = AIMessage(content="Paris is the capital [1] and its population is")
+        return ChatResult(
+            generations=[ChatGeneration(message=message, generation_info={"finish_reason": "length"})]
+        )
+
+
+def test_openllmetry_with_content_tracing_off_still_reports_a_truncated_answer(
+    openllmetry: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``TRACELOOP_TRACE_CONTENT=false`` (the privacy setting) drops ``gen_ai.output.messages``, which the GenAI
+    conventions make opt-in, and keeps ``gen_ai.response.finish_reasons``, which they recommend."""
+    monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "false")
+    openllmetry.clear()
+
+    single_retriever_chain(CutShortChat(), make_store()).invoke(QUESTION)
+
+    group = only_answer(openllmetry)
+    (chat,) = [
+        span
+        for span in group.spans
+        if span.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OPERATION_CHAT
+    ]
+    assert semconv.GEN_AI_OUTPUT_MESSAGES not in chat.attributes
+    assert tuple(chat.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]) == ("length",)
+    signals = extract_signals(group.spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0  # no text to search
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["judge in an EVALUATOR span", "undeclared judge"])

@@ -6,7 +6,8 @@
 - ``gen_ai.evaluation.result`` span events (or log records the caller attaches as events): name, score, label.
 - Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of the model's messages: any role
   but user/system/tool, so ``assistant`` and also the ``unknown`` OpenLLMetry writes for a streamed LangChain
-  answer) and ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``.
+  answer) and ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``. With content capture off
+  only the finish reasons are written: a generation without text, still read for truncation.
 """
 
 from __future__ import annotations
@@ -86,14 +87,20 @@ def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     attributes = span.attributes
     raw_messages = attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES)
-    if raw_messages is None:
+    declared = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
+    if raw_messages is None and declared is None:
         return None
     finish_reasons: list[str] = []
-    declared = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
     if isinstance(declared, Sequence) and not isinstance(declared, str):
         finish_reasons.extend(reason.lower() for reason in declared if isinstance(reason, str) and reason)
     elif isinstance(declared, str) and declared:
         finish_reasons.append(declared.lower())
+    if raw_messages is None:
+        # Content capture off (the messages are opt-in, the finish reasons recommended): a generation still
+        # happened, and whether it was cut short is known without its text.
+        return (
+            Generation(span=span, text=None, finish_reasons=tuple(finish_reasons)) if finish_reasons else None
+        )
     texts = []
     for message in _list(raw_messages, reader) or ():
         if not isinstance(message, Mapping):

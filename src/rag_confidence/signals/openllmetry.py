@@ -67,11 +67,17 @@ def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
 
 _FIRST_COMPLETION_CONTENT = semconv.GEN_AI_COMPLETION_PREFIX + "0.content"
 _FIRST_COMPLETION_ROLE = semconv.GEN_AI_COMPLETION_PREFIX + "0.role"
+_FIRST_COMPLETION_FINISH_REASON = semconv.GEN_AI_COMPLETION_PREFIX + "0.finish_reason"
 
 
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     attributes = span.attributes
-    if _FIRST_COMPLETION_CONTENT not in attributes and _FIRST_COMPLETION_ROLE not in attributes:
+    # A finish reason alone is a generation too: without its text, still read for truncation.
+    if (
+        _FIRST_COMPLETION_CONTENT not in attributes
+        and _FIRST_COMPLETION_ROLE not in attributes
+        and _FIRST_COMPLETION_FINISH_REASON not in attributes
+    ):
         return None
     texts = []
     finish_reasons = []
