@@ -174,6 +174,11 @@ OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_CONTENT: Final = "message.content"
 OI_MESSAGE_CONTENTS: Final = "message.contents"
 OI_MESSAGE_CONTENT_TEXT: Final = "message_content.text"
+#: A message content part's type (openinference-semantic-conventions ``MessageContentAttributes.
+#: MESSAGE_CONTENT_TYPE``): ``text``, ``image``, and ``reasoning`` for thinking blocks
+#: (openinference-instrumentation-anthropic ``_content.py``).
+OI_MESSAGE_CONTENT_TYPE: Final = "message_content.type"
+OI_MESSAGE_CONTENT_TYPE_TEXT: Final = "text"
 OI_EVALUATIONS: Final = "evaluations"
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"

@@ -4,7 +4,8 @@
   LangChain tracer records no id or score outside the metadata; its span's ``output.value`` JSON holds each
   LangChain ``Document.id``, read as an extra id the document is known by.
 - RERANKER: ``reranker.output_documents.{i}.document.*``; scores and order are final.
-- LLM: the answer text from ``llm.output_messages.{i}.message.content`` (or ``message.contents``), else from
+- LLM: the answer text from ``llm.output_messages.{i}.message.content`` (or the ``text`` parts of
+  ``message.contents``, in index order; ``reasoning`` parts are the model's thinking, not its answer), else from
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span (EVALUATOR spans carry
@@ -239,16 +240,56 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str 
         if isinstance(content, str):
             texts.append(content)
             continue
-        parts = [
-            value
-            for key, value in sorted(message.items())
-            if key.startswith(semconv.OI_MESSAGE_CONTENTS + ".")
-            and key.endswith(semconv.OI_MESSAGE_CONTENT_TEXT)
-            and isinstance(value, str)
-        ]
+        parts = _text_parts(message, reader)
         if parts:
-            texts.append("".join(parts))
+            texts.append(_join_parts(parts))
     return "\n".join(texts) if texts else None
+
+
+_CONTENTS_PREFIX = semconv.OI_MESSAGE_CONTENTS + "."
+
+
+def _text_parts(message: Mapping[str, Any], reader: Reader) -> list[str]:
+    """The texts of a message's ``text`` parts, in index order. A part without a type is text; any other type
+    (Anthropic's thinking blocks are ``reasoning``) is no part of the answer."""
+    texts: dict[int, Any] = {}
+    types: dict[int, Any] = {}
+    for key, value in message.items():
+        if not key.startswith(_CONTENTS_PREFIX):
+            continue
+        index_text, _, rest = key[len(_CONTENTS_PREFIX) :].partition(".")
+        if rest == semconv.OI_MESSAGE_CONTENT_TEXT:
+            target = texts
+        elif rest == semconv.OI_MESSAGE_CONTENT_TYPE:
+            target = types
+        else:
+            continue
+        if not index_text.isdigit():
+            reader.skip()
+            continue
+        target[int(index_text)] = value
+    parts = []
+    for index in sorted(texts):
+        text = texts[index]
+        kind = types.get(index, semconv.OI_MESSAGE_CONTENT_TYPE_TEXT)
+        if isinstance(text, str) and kind == semconv.OI_MESSAGE_CONTENT_TYPE_TEXT:
+            parts.append(text)
+    return parts
+
+
+_SENTENCE_ENDS = (".", "!", "?")
+
+
+def _join_parts(parts: list[str]) -> str:
+    # Parts are pieces of one text (Anthropic splits an answer at each cited passage, mid-sentence): joined as
+    # they are, except that a part ending a sentence gets the space citation counting splits sentences on
+    # (``citations._SENTENCE_BREAK``) when the next part does not bring one.
+    joined = parts[0]
+    for part in parts[1:]:
+        if joined.endswith(_SENTENCE_ENDS) and part and not part[0].isspace():
+            joined += " "
+        joined += part
+    return joined
 
 
 def _output_value_text(
