@@ -179,6 +179,10 @@ OI_MESSAGE_CONTENT_TEXT: Final = "message_content.text"
 #: (openinference-instrumentation-anthropic ``_content.py``).
 OI_MESSAGE_CONTENT_TYPE: Final = "message_content.type"
 OI_MESSAGE_CONTENT_TYPE_TEXT: Final = "text"
+#: What an OpenInference ``TraceConfig`` writes in place of a hidden value (openinference-instrumentation
+#: ``config.py`` ``REDACTED_VALUE``: ``hide_retrieval_documents`` for document content and metadata,
+#: ``hide_output_text`` for message text, ``hide_outputs`` for ``output.value``, ``hide_choices``): no data.
+OI_REDACTED_VALUE: Final = "__REDACTED__"
 OI_EVALUATIONS: Final = "evaluations"
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"

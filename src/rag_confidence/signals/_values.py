@@ -272,6 +272,14 @@ class Reader:
         return None
 
 
+def unredacted(value: Any) -> Any:
+    """``value``, or None when it is the placeholder an OpenInference ``TraceConfig`` writes for a hidden value:
+    read as data, it would be one document text shared by every document, or the answer's text."""
+    if type(value) is str and value == semconv.OI_REDACTED_VALUE:
+        return None
+    return value
+
+
 def first_key(mapping: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The value of the first of ``keys`` present (and not None) in ``mapping``."""
     for key in keys:
@@ -325,7 +333,7 @@ def is_answer_role(role: Any, reader: Reader) -> bool:
 class RawDocument:
     """One reported document as a convention states it, before key maps and score rules."""
 
-    __slots__ = ("id", "score", "distance", "content", "metadata", "aliases")
+    __slots__ = ("id", "score", "distance", "content", "metadata", "aliases", "redacted")
 
     def __init__(
         self,
@@ -335,6 +343,7 @@ class RawDocument:
         content: Any = None,
         metadata: Mapping[str, Any] | None = None,
         aliases: tuple[str, ...] = (),
+        redacted: bool = False,
     ) -> None:
         self.id = id
         self.score = score
@@ -344,6 +353,8 @@ class RawDocument:
         # Further ids the document is known by (a LangChain ``Document.id`` next to a metadata id): citations
         # match them.
         self.aliases = aliases
+        # The producer hid its content or metadata (read as absent): the ids and scores they held are unknown.
+        self.redacted = redacted
 
 
 class RawRetrieval:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import MAX_JSON_CHARS, Generation, Reader, first_key
+from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, unredacted
 from .native import _support_level
 from .options import SignalOptions
 from .records import SpanRecord
@@ -87,7 +87,7 @@ def final_answer(
     if with_text:
         answer.text = with_text[-1].text
     else:
-        output = answer_span.attributes.get(semconv.OI_OUTPUT_VALUE)
+        output = unredacted(answer_span.attributes.get(semconv.OI_OUTPUT_VALUE))
         answer.text = output if isinstance(output, str) else None
     # A wrapping call (LlamaIndex ``predict`` around ``complete``) may lack the reason its inner one gave.
     with_reason = [generation for generation in generations if generation.finish_reasons]

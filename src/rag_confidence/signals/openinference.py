@@ -8,6 +8,8 @@
   ``message.contents``, in index order; ``reasoning`` parts are the model's thinking, not its answer), else from
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
+- The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
+  retriever whose hidden metadata held its documents' only ids counts as unreadable.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span (EVALUATOR spans carry
   them).
 """
@@ -18,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed
+from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
 from .records import SpanRecord
 
 _DOCUMENT_PREFIX = "document."
@@ -34,6 +36,12 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
         documents = _documents(span.attributes, semconv.OI_RETRIEVAL_DOCUMENTS, reader)
         if documents:
             _add_langchain_ids(span.attributes, documents, reader)
+            if any(
+                document.redacted and document.id is None and not document.aliases for document in documents
+            ):
+                # Hidden metadata took the ids with it (the LangChain tracer records none of its own): the
+                # documents an answer's markers name are unknown, as for a list cut by a value length limit.
+                reader.unreadable_retrievals += 1
         return [RawRetrieval(span=span, documents=documents)] if documents else []
     if kind == semconv.OPENINFERENCE_KIND_RERANKER:
         documents = _documents(span.attributes, semconv.OI_RERANKER_OUTPUT_DOCUMENTS, reader)
@@ -85,11 +93,7 @@ def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> li
             metadata = attributes.get(keys[3])
         if document_id is None and score is None and content is None and metadata is None:
             break
-        documents.append(
-            RawDocument(
-                document_id, score, None, content, reader.mapping(metadata) if metadata is not None else None
-            )
-        )
+        documents.append(_raw_document(document_id, score, content, metadata, reader))
     if not documents:
         return _documents_after_eviction(attributes, prefix, reader)
     return documents
@@ -110,17 +114,29 @@ def _documents_after_eviction(
     reader.dropped_documents += min(_first_index(attributes, prefix), _MAX_DOCUMENTS)
     documents = []
     for item in found:
-        metadata = item.get(_DOCUMENT_PREFIX + "metadata")
         documents.append(
-            RawDocument(
+            _raw_document(
                 item.get(_DOCUMENT_PREFIX + "id"),
                 item.get(_DOCUMENT_PREFIX + "score"),
-                None,
                 item.get(_DOCUMENT_PREFIX + "content"),
-                reader.mapping(metadata) if metadata is not None else None,
+                item.get(_DOCUMENT_PREFIX + "metadata"),
+                reader,
             )
         )
     return documents
+
+
+def _raw_document(document_id: Any, score: Any, content: Any, metadata: Any, reader: Reader) -> RawDocument:
+    shown_content = unredacted(content)
+    shown_metadata = unredacted(metadata)
+    return RawDocument(
+        document_id,
+        score,
+        None,
+        shown_content,
+        reader.mapping(shown_metadata) if shown_metadata is not None else None,
+        redacted=shown_content is not content or shown_metadata is not metadata,
+    )
 
 
 def _first_index(attributes: Mapping[str, Any], prefix: str) -> int:
@@ -145,11 +161,8 @@ def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Re
             else {key.removeprefix(_DOCUMENT_PREFIX): value for key, value in item.items()}
         )
         documents.append(
-            RawDocument(
-                id=fields.get("id"),
-                score=fields.get("score"),
-                content=fields.get("content"),
-                metadata=reader.mapping(fields.get("metadata")),
+            _raw_document(
+                fields.get("id"), fields.get("score"), fields.get("content"), fields.get("metadata"), reader
             )
         )
     return documents
@@ -236,7 +249,7 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str 
         return None
     texts = []
     for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
-        content = message.get(semconv.OI_MESSAGE_CONTENT)
+        content = unredacted(message.get(semconv.OI_MESSAGE_CONTENT))
         if isinstance(content, str):
             texts.append(content)
             continue
@@ -272,7 +285,11 @@ def _text_parts(message: Mapping[str, Any], reader: Reader) -> list[str]:
     for index in sorted(texts):
         text = texts[index]
         kind = types.get(index, semconv.OI_MESSAGE_CONTENT_TYPE_TEXT)
-        if isinstance(text, str) and kind == semconv.OI_MESSAGE_CONTENT_TYPE_TEXT:
+        if (
+            isinstance(text, str)
+            and text != semconv.OI_REDACTED_VALUE
+            and kind == semconv.OI_MESSAGE_CONTENT_TYPE_TEXT
+        ):
             parts.append(text)
     return parts
 
@@ -295,7 +312,7 @@ def _join_parts(parts: list[str]) -> str:
 def _output_value_text(
     attributes: Mapping[str, Any], reader: Reader, finish_reasons: list[str]
 ) -> str | None:
-    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    output = unredacted(attributes.get(semconv.OI_OUTPUT_VALUE))
     if not isinstance(output, str):
         if output is not None:
             reader.skip()
