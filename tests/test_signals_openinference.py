@@ -99,3 +99,31 @@ def test_text_blocks_are_read_in_index_order_and_keep_their_sentences(
         traced, anthropic_blocks(("text", "The capital is "), ("text", "Paris [doc-1]"), ("text", "."))
     )
     assert signals.inputs["citationCoverageScore"] == 1.0
+
+
+def test_legacy_completions_text_is_read_from_the_choices(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """openinference-instrumentation-openai 0.1.66 ``_response_attributes_extractor.py``
+    ``_get_attributes_from_completion`` (``client.completions.create``): each choice's text as
+    ``llm.choices.{i}.completion.text``, the first choice's finish reason as ``llm.finish_reason``, and
+    ``output.value`` the raw Completion JSON, which holds no answer of its own."""
+    text = "Paris is the capital [doc-1]. It is big [doc-9]."
+    completion = (
+        '{"id":"cmpl-1","choices":[{"finish_reason":"length","index":0,"logprobs":null,"text":"'
+        + text
+        + '"}],"created":1,"model":"gpt-3.5-turbo-instruct","object":"text_completion"}'
+    )
+    signals = answer_with_llm_span(
+        traced,
+        {
+            "llm.choices.0.completion.text": text,
+            semconv.OI_LLM_FINISH_REASON: "length",
+            semconv.OI_OUTPUT_VALUE: completion,
+            semconv.OI_OUTPUT_MIME_TYPE: "application/json",
+        },
+    )
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True

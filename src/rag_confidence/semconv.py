@@ -172,6 +172,11 @@ OI_OUTPUT_VALUE: Final = "output.value"
 OI_OUTPUT_MIME_TYPE: Final = "output.mime_type"
 OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_CONTENT: Final = "message.content"
+#: Legacy Completions API choices (openinference-semantic-conventions ``SpanAttributes.LLM_CHOICES`` and
+#: ``ChoiceAttributes.COMPLETION_TEXT``; openinference-instrumentation-openai
+#: ``_response_attributes_extractor.py`` ``_get_attributes_from_completion``): ``llm.choices.{i}.completion.text``.
+OI_LLM_CHOICES: Final = "llm.choices"
+OI_COMPLETION_TEXT: Final = "completion.text"
 OI_MESSAGE_CONTENTS: Final = "message.contents"
 OI_MESSAGE_CONTENT_TEXT: Final = "message_content.text"
 #: A message content part's type (openinference-semantic-conventions ``MessageContentAttributes.

@@ -6,6 +6,7 @@
 - RERANKER: ``reranker.output_documents.{i}.document.*``; scores and order are final.
 - LLM: the answer text from ``llm.output_messages.{i}.message.content`` (or the ``text`` parts of
   ``message.contents``, in index order; ``reasoning`` parts are the model's thinking, not its answer), else from
+  the first of the legacy Completions ``llm.choices.{i}.completion.text``, else from
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
 - The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
@@ -240,6 +241,8 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         finish_reasons.append(reason.lower())
     text = _output_messages_text(attributes, reader)
     if text is None:
+        text = _choice_text(attributes, reader)
+    if text is None:
         text = _output_value_text(attributes, reader, finish_reasons)
     return Generation(span=span, text=text, finish_reasons=tuple(finish_reasons))
 
@@ -257,6 +260,20 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str 
         if parts:
             texts.append(_join_parts(parts))
     return "\n".join(texts) if texts else None
+
+
+_FIRST_CHOICE_TEXT = f"{semconv.OI_LLM_CHOICES}.0.{semconv.OI_COMPLETION_TEXT}"
+
+
+def _choice_text(attributes: Mapping[str, Any], reader: Reader) -> str | None:
+    # Choices are alternatives (``n`` > 1), not parts: the first is the answer, as ``choices[0]`` is in an app.
+    if _FIRST_CHOICE_TEXT not in attributes and not _has_prefix(attributes, semconv.OI_LLM_CHOICES):
+        return None
+    for choice in indexed(attributes, semconv.OI_LLM_CHOICES, reader):
+        text = unredacted(choice.get(semconv.OI_COMPLETION_TEXT))
+        if isinstance(text, str):
+            return text
+    return None
 
 
 _CONTENTS_PREFIX = semconv.OI_MESSAGE_CONTENTS + "."
