@@ -127,3 +127,19 @@ def test_legacy_completions_text_is_read_from_the_choices(
     assert signals.inputs["citationCount"] == 1
     assert signals.inputs["invalidCitationCount"] == 1
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+
+
+def test_an_anthropic_answer_that_ran_into_the_context_window_is_truncated(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """Anthropic's ``stop_reason`` ``model_context_window_exceeded`` (anthropic ``types/stop_reason.py``) is
+    passed through as ``llm.finish_reason`` (openinference-instrumentation-anthropic ``_content.py``
+    ``_get_output_message_attributes``): the output stopped where the window ended, as on ``max_tokens``."""
+    attributes = anthropic_blocks(("text", "Paris is the capital [doc-1] and"))
+    attributes[semconv.OI_LLM_FINISH_REASON] = "model_context_window_exceeded"
+    signals = answer_with_llm_span(traced, attributes)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert (
+        signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON]
+        == "model_context_window_exceeded"
+    )

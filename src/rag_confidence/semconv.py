@@ -148,6 +148,13 @@ GEN_AI_OPERATION_TEXT_COMPLETION: Final = "text_completion"
 GEN_AI_OPERATION_GENERATE_CONTENT: Final = "generate_content"
 GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
 GEN_AI_FINISH_REASON_LENGTH: Final = "length"
+#: Other spellings of "stopped on length" that instrumentors pass through from providers: Anthropic's and Bedrock's
+#: ``max_tokens``, Gemini's ``max_output_tokens``, and Anthropic's ``model_context_window_exceeded`` (the output
+#: ran into the context window; anthropic ``types/stop_reason.py``, recorded as ``llm.finish_reason`` by
+#: openinference-instrumentation-anthropic ``_content.py`` ``_get_output_message_attributes``).
+FINISH_REASON_MAX_TOKENS: Final = "max_tokens"
+FINISH_REASON_MAX_OUTPUT_TOKENS: Final = "max_output_tokens"
+FINISH_REASON_CONTEXT_WINDOW_EXCEEDED: Final = "model_context_window_exceeded"
 # Message roles that speak to a model, never for it (GenAI ``user``/``system``/``tool``, and OpenAI's ``developer``
 # and legacy ``function``): an output message under one of them is no answer. Any other role is the model's
 # own, whatever a producer calls it (``assistant``, Gemini's ``model``, OpenLLMetry's ``unknown`` for a streamed

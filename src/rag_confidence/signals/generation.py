@@ -3,8 +3,9 @@
 The answer is the text of the generation span that ended last in the answer's subtree (OpenInference LLM,
 GenAI ``gen_ai.output.messages``, OpenLLMetry completions); with none, the answer span's own ``output.value``.
 A generation whose finish reason is ``length`` (also ``max_tokens``/``max_output_tokens``, as other providers
-spell it) anywhere in the answer marks the answer truncated. A generation inside an OpenInference ``EVALUATOR``
-span is a judge's, neither the answer nor part of it (:func:`without_judges`).
+spell it, and Anthropic's ``model_context_window_exceeded``) anywhere in the answer marks the answer truncated.
+A generation inside an OpenInference ``EVALUATOR`` span is a judge's, neither the answer nor part of it
+(:func:`without_judges`).
 
 A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
 through ``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field
@@ -23,7 +24,14 @@ from .native import _support_level
 from .options import SignalOptions
 from .records import SpanRecord
 
-TRUNCATION_REASONS = frozenset({semconv.GEN_AI_FINISH_REASON_LENGTH, "max_tokens", "max_output_tokens"})
+TRUNCATION_REASONS = frozenset(
+    {
+        semconv.GEN_AI_FINISH_REASON_LENGTH,
+        semconv.FINISH_REASON_MAX_TOKENS,
+        semconv.FINISH_REASON_MAX_OUTPUT_TOKENS,
+        semconv.FINISH_REASON_CONTEXT_WINDOW_EXCEEDED,
+    }
+)
 
 
 class Answer:
