@@ -16,6 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from rag_confidence import semconv
 from rag_confidence.signals import (
     ExtractedSignals,
+    SpanRecord,
     extract_signals,
     find_answers,
     records_from_readable_spans,
@@ -143,3 +144,43 @@ def test_an_anthropic_answer_that_ran_into_the_context_window_is_truncated(
         signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON]
         == "model_context_window_exceeded"
     )
+
+
+def test_feedback_is_applied_to_the_scope_it_describes() -> None:
+    """OpenInference ``spec/annotations.md`` (Scope): span feedback ``evaluations.*`` describes the span carrying
+    it, trace feedback ``trace.evaluations.*`` the trace (recorded once, preferably on the root span). Phoenix's
+    ``relevance`` on a retriever grades the retrieved documents, not the answer."""
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER,
+            "retrieval.documents.0.document.id": "doc-1",
+            "retrieval.documents.0.document.score": 0.9,
+            "evaluations.0.evaluation.name": "relevance",
+            "evaluations.0.evaluation.score": 0.1,
+            "evaluations.0.evaluation.annotator_kind": "LLM",
+        },
+        end_time=1,
+    )
+    root = SpanRecord(
+        1,
+        1,
+        None,
+        "answer",
+        {
+            semconv.RAG_ANSWER: True,
+            "trace.evaluations.0.evaluation.name": "faithfulness",
+            "trace.evaluations.0.evaluation.score": 0.2,
+            "trace.evaluations.0.evaluation.annotator_kind": "CODE",
+            "trace.annotations.0.annotation.name": "answer_relevance",
+            "trace.annotations.0.annotation.score": 0.7,
+        },
+        end_time=2,
+    )
+    signals = extract_signals([root, retriever])
+    assert signals.inputs["faithfulnessScore"] == 0.2
+    assert signals.inputs["answerRelevanceScore"] == 0.7
+    assert signals.inputs["supportLevel"] == "low"

@@ -200,6 +200,11 @@ OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"
 OI_EVALUATION_LABEL: Final = "evaluation.label"
 OI_ANNOTATIONS: Final = "annotations"
+#: Trace-scoped feedback (OpenInference ``spec/annotations.md``, Scope): about the carrying span's trace, recorded
+#: once, preferably on the root span; span-scoped ``evaluations.*``/``annotations.*`` describe the span carrying
+#: them.
+OI_TRACE_EVALUATIONS: Final = "trace.evaluations"
+OI_TRACE_ANNOTATIONS: Final = "trace.annotations"
 OI_ANNOTATION_NAME: Final = "annotation.name"
 OI_ANNOTATION_SCORE: Final = "annotation.score"
 OI_ANNOTATION_LABEL: Final = "annotation.label"

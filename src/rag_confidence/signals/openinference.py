@@ -11,8 +11,9 @@
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
 - The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
   retriever whose hidden metadata held its documents' only ids counts as unreadable.
-- ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span (EVALUATOR spans carry
-  them).
+- ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span but a RETRIEVER or RERANKER
+  (span feedback is about its span: there, about the retrieval); trace-scoped ``trace.evaluations.*`` and
+  ``trace.annotations.*`` on any span of the answer.
 """
 
 from __future__ import annotations
@@ -182,32 +183,54 @@ def _add_langchain_ids(attributes: Mapping[str, Any], documents: list[RawDocumen
             document.aliases = (*document.aliases, entry["id"])
 
 
-# (prefix, name, score, label keys, and the first item's name key: a span with neither that nor the structured
-# prefix holds no evaluations, and most spans are told so by two lookups).
+# (prefix, name, score, label keys, the first item's name key: a span with neither that nor the structured
+# prefix holds no evaluations, and most spans are told so by two lookups; and whether the form is span-scoped).
 _EVALUATION_FORMS = tuple(
-    (prefix, name_key, score_key, label_key, f"{prefix}.0.{name_key}")
-    for prefix, name_key, score_key, label_key in (
+    (prefix, name_key, score_key, label_key, f"{prefix}.0.{name_key}", span_scoped)
+    for prefix, name_key, score_key, label_key, span_scoped in (
         (
             semconv.OI_EVALUATIONS,
             semconv.OI_EVALUATION_NAME,
             semconv.OI_EVALUATION_SCORE,
             semconv.OI_EVALUATION_LABEL,
+            True,
         ),
         (
             semconv.OI_ANNOTATIONS,
             semconv.OI_ANNOTATION_NAME,
             semconv.OI_ANNOTATION_SCORE,
             semconv.OI_ANNOTATION_LABEL,
+            True,
+        ),
+        (
+            semconv.OI_TRACE_EVALUATIONS,
+            semconv.OI_EVALUATION_NAME,
+            semconv.OI_EVALUATION_SCORE,
+            semconv.OI_EVALUATION_LABEL,
+            False,
+        ),
+        (
+            semconv.OI_TRACE_ANNOTATIONS,
+            semconv.OI_ANNOTATION_NAME,
+            semconv.OI_ANNOTATION_SCORE,
+            semconv.OI_ANNOTATION_LABEL,
+            False,
         ),
     )
 )
+_RETRIEVAL_KINDS = (semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPENINFERENCE_KIND_RERANKER)
 
 
 def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
     attributes = span.attributes
     evaluations: list[Evaluation] = []
-    for prefix, name_key, score_key, label_key, first_name_key in _EVALUATION_FORMS:
+    # Span feedback describes the span carrying it: on a retriever or reranker it grades the retrieval (Phoenix's
+    # document relevance), not the answer. Trace feedback describes the whole trace wherever it is recorded.
+    about_retrieval = span_kind(span) in _RETRIEVAL_KINDS
+    for prefix, name_key, score_key, label_key, first_name_key, span_scoped in _EVALUATION_FORMS:
         if prefix not in attributes and first_name_key not in attributes:
+            continue
+        if span_scoped and about_retrieval:
             continue
         for item in indexed(attributes, prefix, reader):
             name = reader.string(item.get(name_key))
