@@ -87,6 +87,11 @@ def dimension_max_attribute(name: str) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # Metrics (instrument names, units, and the bounded attribute keys recorded on them)
 # --------------------------------------------------------------------------------------------------------------
+#: Instrumentation scope of what the library records: the decorator's spans, the confidence instruments, the
+#: processor's own metrics and the evaluation event's log records.
+INSTRUMENTATION_SCOPE: Final = "rag_confidence"
+#: Instrumentation scope of the gateway's own metrics.
+GATEWAY_INSTRUMENTATION_SCOPE: Final = "rag_confidence.gateway"
 METRIC_SCORE: Final = "rag.confidence.score"
 METRIC_TIER_SCORE: Final = "rag.confidence.tier.score"
 METRIC_DIMENSION_SCORE: Final = "rag.confidence.dimension.score"
@@ -171,6 +176,9 @@ OI_RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"
 OI_RERANKER_INPUT_DOCUMENTS: Final = "reranker.input_documents"
 OI_RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
 OI_RERANKER_MODEL_NAME: Final = "reranker.model_name"
+OI_RERANKER_QUERY: Final = "reranker.query"
+OI_INPUT_VALUE: Final = "input.value"
+OI_LLM_MODEL_NAME: Final = "llm.model_name"
 OI_DOCUMENT_ID: Final = "document.id"
 OI_DOCUMENT_SCORE: Final = "document.score"
 OI_DOCUMENT_CONTENT: Final = "document.content"

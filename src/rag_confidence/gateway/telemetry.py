@@ -33,7 +33,6 @@ from .forward import (
 )
 
 _logger = logging.getLogger(__name__)
-_METER_NAME = "rag_confidence.gateway"
 SERVICE_NAME = "rag-confidence-gateway"
 # Request durations: sub-millisecond decode-and-forward up to a downstream retrying for its whole timeout.
 REQUEST_DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -48,7 +47,7 @@ class GatewayMetrics:
     """
 
     def __init__(self, meter_provider: MeterProvider) -> None:
-        meter = meter_provider.get_meter(_METER_NAME)
+        meter = meter_provider.get_meter(semconv.GATEWAY_INSTRUMENTATION_SCOPE)
         self._received = meter.create_counter(
             semconv.METRIC_GATEWAY_SPANS_RECEIVED, unit=semconv.UNIT_SPAN, description="Spans received."
         )

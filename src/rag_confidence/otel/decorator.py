@@ -27,7 +27,7 @@ from ..signals.native import ATTRIBUTE_BY_KEYWORD, FIELDS
 from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer
 from .events import EvaluationEmitter
-from .metrics import ConfidenceInstruments
+from .metrics import ConfidenceInstruments, package_version
 from .processor import (
     ConfidenceSpanProcessor,
     pending_evaluations,
@@ -173,7 +173,9 @@ def scored_answer(
     scorer = AnswerScorer(config, signal_options)
     instruments = ConfidenceInstruments(meter_provider)
     events = EvaluationEmitter(logger_provider) if emit_events else None
-    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    tracer = trace.get_tracer(
+        semconv.INSTRUMENTATION_SCOPE, package_version(), tracer_provider=tracer_provider
+    )
 
     def decorate(function: F) -> F:
         if isinstance(function, (staticmethod, classmethod)):

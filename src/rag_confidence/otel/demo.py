@@ -23,7 +23,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, NumberDataPoint
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -149,7 +149,7 @@ class DemoPipeline:
                 {
                     semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER,
                     semconv.RAG_RETRIEVAL_METHOD: method,
-                    "input.value": question,
+                    semconv.OI_INPUT_VALUE: question,
                     **_documents(semconv.OI_RETRIEVAL_DOCUMENTS, found),
                 }
             )
@@ -167,7 +167,7 @@ class DemoPipeline:
             span.set_attributes(
                 {
                     semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RERANKER,
-                    "reranker.query": question,
+                    semconv.OI_RERANKER_QUERY: question,
                     **_documents(semconv.OI_RERANKER_OUTPUT_DOCUMENTS, ranked),
                 }
             )
@@ -187,7 +187,7 @@ class DemoPipeline:
                 {
                     semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM,
                     semconv.OI_OUTPUT_VALUE: text,
-                    "llm.model_name": "demo-extractive-llm",
+                    semconv.OI_LLM_MODEL_NAME: "demo-extractive-llm",
                 }
             )
             return text
@@ -233,7 +233,7 @@ def _documents(prefix: str, found: Sequence[tuple[Passage, float]]) -> dict[str,
 def run_demo(out: TextIO | None = None) -> int:
     """Run the three questions and print scorecards, enriched span attributes and metric points; returns 0."""
     out = out if out is not None else sys.stdout
-    resource = Resource.create({"service.name": "rag-confidence-demo"})
+    resource = Resource.create({SERVICE_NAME: "rag-confidence-demo"})
     spans = InMemorySpanExporter()
     reader = InMemoryMetricReader()
     logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]

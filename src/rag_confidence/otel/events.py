@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationEmitter", "evaluation_event_attributes"]
 
-_LOGGER_NAME = "rag_confidence"
-
 
 def evaluation_event_attributes(scorecard: ConfidenceScorecard) -> dict[str, AttributeValue]:
     """The attributes of the ``gen_ai.evaluation.result`` event for one scorecard.
@@ -45,7 +43,7 @@ class EvaluationEmitter:
     """Emits the evaluation event through one logger provider (the global one when None)."""
 
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
-        self._logger: Logger = get_logger(_LOGGER_NAME, logger_provider=logger_provider)
+        self._logger: Logger = get_logger(semconv.INSTRUMENTATION_SCOPE, logger_provider=logger_provider)
 
     def emit(self, scorecard: ConfidenceScorecard, context: Context | None) -> None:
         """Emit the event for ``scorecard`` in ``context`` (the answer span's)."""

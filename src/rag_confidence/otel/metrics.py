@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ConfidenceInstruments", "span_context_as_parent"]
 
-#: Meter (and logger) scope of everything ``rag_confidence.otel`` records.
-METER_NAME = "rag_confidence"
+#: Meter (and logger and tracer) scope of everything ``rag_confidence.otel`` records.
+METER_NAME = semconv.INSTRUMENTATION_SCOPE
 
 
 def package_version() -> str:

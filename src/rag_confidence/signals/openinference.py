@@ -25,7 +25,19 @@ from .. import semconv
 from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
 from .records import SpanRecord
 
-_DOCUMENT_PREFIX = "document."
+# Each document's own fields as OpenInference flattens them beneath ``{prefix}.{i}.``; the structured form
+# holds a ``document`` object with the same keys without their ``document.`` prefix.
+_ID, _SCORE, _CONTENT, _METADATA = (
+    semconv.OI_DOCUMENT_ID,
+    semconv.OI_DOCUMENT_SCORE,
+    semconv.OI_DOCUMENT_CONTENT,
+    semconv.OI_DOCUMENT_METADATA,
+)
+_DOCUMENT_OBJECT, _, _ = _ID.partition(".")
+_DOCUMENT_PREFIX = _DOCUMENT_OBJECT + "."
+_BARE_ID, _BARE_SCORE, _BARE_CONTENT, _BARE_METADATA = (
+    name.removeprefix(_DOCUMENT_PREFIX) for name in (_ID, _SCORE, _CONTENT, _METADATA)
+)
 
 
 def span_kind(span: SpanRecord) -> Any:
@@ -69,8 +81,8 @@ def _document_keys(prefix: str) -> tuple[tuple[str, str, str, str], ...]:
 
 
 def _keys_at(prefix: str, index: int) -> tuple[str, str, str, str]:
-    head = f"{prefix}.{index}.{_DOCUMENT_PREFIX}"
-    return (head + "id", head + "score", head + "content", head + "metadata")
+    head = f"{prefix}.{index}."
+    return (head + _ID, head + _SCORE, head + _CONTENT, head + _METADATA)
 
 
 def _documents(attributes: Mapping[str, Any], prefix: str, reader: Reader) -> list[RawDocument]:
@@ -117,13 +129,7 @@ def _documents_after_eviction(
     documents = []
     for item in found:
         documents.append(
-            _raw_document(
-                item.get(_DOCUMENT_PREFIX + "id"),
-                item.get(_DOCUMENT_PREFIX + "score"),
-                item.get(_DOCUMENT_PREFIX + "content"),
-                item.get(_DOCUMENT_PREFIX + "metadata"),
-                reader,
-            )
+            _raw_document(item.get(_ID), item.get(_SCORE), item.get(_CONTENT), item.get(_METADATA), reader)
         )
     return documents
 
@@ -156,7 +162,7 @@ def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Re
     for item in indexed(attributes, prefix, reader):
         # Flattened keys read ``document.id``; the structured form may hold ``{"document": {...}}`` or plain
         # keys.
-        nested = item.get("document")
+        nested = item.get(_DOCUMENT_OBJECT)
         fields: Mapping[str, Any] = (
             nested
             if isinstance(nested, Mapping)
@@ -164,7 +170,11 @@ def _structured_documents(attributes: Mapping[str, Any], prefix: str, reader: Re
         )
         documents.append(
             _raw_document(
-                fields.get("id"), fields.get("score"), fields.get("content"), fields.get("metadata"), reader
+                fields.get(_BARE_ID),
+                fields.get(_BARE_SCORE),
+                fields.get(_BARE_CONTENT),
+                fields.get(_BARE_METADATA),
+                reader,
             )
         )
     return documents
