@@ -146,6 +146,12 @@ RAG_CONFIDENCE_SIGNALS_SKIPPED: Final = "rag.confidence.signals.skipped"
 RAG_CONFIDENCE_RETRIEVAL_SPANS: Final = "rag.confidence.retrieval.spans"
 RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED: Final = "rag.confidence.retrieval.scores_rescaled"
 RAG_CONFIDENCE_CITATION_MARKERS: Final = "rag.confidence.citation.markers"
+#: Documents a retrieval reported without any score (left out of the candidates; they still count for citations).
+RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
+#: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
+RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"
+#: Retrieval spans whose document list could not be read at all (JSON cut by the SDK's value length limit).
+RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS: Final = "rag.confidence.retrieval.unreadable_spans"
 
 # GenAI (more of it): generation spans, output messages and legacy completion attributes.
 GEN_AI_OPERATION_CHAT: Final = "chat"
@@ -179,6 +185,11 @@ OI_RERANKER_MODEL_NAME: Final = "reranker.model_name"
 OI_RERANKER_QUERY: Final = "reranker.query"
 OI_INPUT_VALUE: Final = "input.value"
 OI_LLM_MODEL_NAME: Final = "llm.model_name"
+OI_LLM_FINISH_REASON: Final = "llm.finish_reason"
+# OpenInference ``metadata`` span attribute (JSON object; LangChain run metadata lands here).
+OI_METADATA: Final = "metadata"
+# LangChain's own retriever name in run metadata (``bm25`` for ``BM25Retriever``), seen by both tracers.
+LANGCHAIN_LS_RETRIEVER_NAME: Final = "ls_retriever_name"
 OI_DOCUMENT_ID: Final = "document.id"
 OI_DOCUMENT_SCORE: Final = "document.score"
 OI_DOCUMENT_CONTENT: Final = "document.content"
@@ -218,6 +229,7 @@ OI_ANNOTATION_SCORE: Final = "annotation.score"
 OI_ANNOTATION_LABEL: Final = "annotation.label"
 
 # OpenLLMetry (traceloop)
+TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX: Final = "traceloop.association.properties."
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
 TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
@@ -282,12 +294,6 @@ SCORING_DURATION_BUCKETS: Final = (
 # ``OTEL_PYTHON_CONFIGURATOR`` value (and entry point name) that turns on zero-code scoring under
 # ``opentelemetry-instrument``.
 CONFIGURATOR_NAME: Final = "rag_confidence"
-OI_LLM_FINISH_REASON: Final = "llm.finish_reason"
-# OpenInference ``metadata`` span attribute (JSON object; LangChain run metadata lands here).
-OI_METADATA: Final = "metadata"
-# LangChain's own retriever name in run metadata (``bm25`` for ``BM25Retriever``), seen by both tracers.
-LANGCHAIN_LS_RETRIEVER_NAME: Final = "ls_retriever_name"
-TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX: Final = "traceloop.association.properties."
 
 # --------------------------------------------------------------------------------------------------------------
 # Gateway (``rag_confidence.gateway``): its own metrics, exported over OTLP next to the confidence instruments
@@ -329,11 +335,6 @@ GATEWAY_REASON_INVALID_SPAN: Final = "invalid_span"
 GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE: Final = GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE
 # The assembly window's own eviction reason, beside the shared max_age and max_traces.
 GATEWAY_EVICTION_MEMORY: Final = "memory"
-RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
-#: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
-RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"
-#: Retrieval spans whose document list could not be read at all (JSON cut by the SDK's value length limit).
-RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS: Final = "rag.confidence.retrieval.unreadable_spans"
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process span processor (``rag_confidence.otel.pipeline``): the gateway's counterparts, same suffixes, units
