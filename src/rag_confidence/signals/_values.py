@@ -123,16 +123,6 @@ class Reader:
             return None
         return int(number)
 
-    def integer(self, value: Any) -> int | None:
-        """Any integer (an integral float counts)."""
-        number = self.number(value)
-        if number is None:
-            return None
-        if number != int(number):
-            self.skipped += 1
-            return None
-        return int(number)
-
     def boolean(self, value: Any) -> bool | None:
         if value is None:
             return None
