@@ -2,12 +2,16 @@
 
 >>> from rag_confidence.otel import ConfidenceSpanProcessor, scored_answer, record_signals, last_scorecard
 
-Modules by job: ``processor`` (the span processor), ``decorator`` (``@scored_answer``), ``recording``
-(``record_signals``, ``mark_answer``), ``attributes`` (scorecard -> span attributes), ``metrics`` (the
-confidence instruments), ``pipeline`` (the processor's own health metrics), ``events`` (the
-``gen_ai.evaluation.result`` log record we emit), ``evaluations`` (the log record processor that reads
-evaluators' ``gen_ai.evaluation.result`` records), ``setup`` (``OTEL_*`` environment setup and the
-``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
+Modules by job: ``processor`` (the span processor: buffering, answer detection, forwarding), ``worker`` (its
+background scoring thread), ``limits`` (its numeric options), ``enriched_span`` (the scored copy it forwards),
+``registry`` (live processors, for the decorator), ``held_evaluations`` (evaluation results held for spans
+until their answer is scored), ``decorator`` (``@scored_answer``), ``recording`` (``record_signals``,
+``mark_answer``), ``answer_scoring`` (spans -> signals -> scorecard -> attributes, shared with the gateway),
+``attributes`` (scorecard -> span attributes), ``metrics`` (the confidence instruments), ``pipeline`` (the
+processor's own health metrics), ``events`` (the ``gen_ai.evaluation.result`` log record we emit),
+``evaluations`` (the log record processor that reads evaluators' ``gen_ai.evaluation.result`` records),
+``setup`` (``OTEL_*`` environment setup and the ``opentelemetry-instrument`` configurator), ``demo``
+(``rag-confidence demo``).
 """
 
 from __future__ import annotations

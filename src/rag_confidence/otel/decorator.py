@@ -27,14 +27,11 @@ from ..signals.native import ATTRIBUTE_BY_KEYWORD, FIELDS
 from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer
 from .events import EvaluationEmitter
+from .held_evaluations import with_evaluations
 from .metrics import ConfidenceInstruments, package_version
-from .processor import (
-    ConfidenceSpanProcessor,
-    pending_evaluations,
-    pending_spans_under,
-    with_evaluations,
-)
+from .processor import ConfidenceSpanProcessor
 from .recording import _SINK, _SignalSink
+from .registry import pending_evaluations, pending_spans_under
 
 __all__ = ["last_scorecard", "scored_answer"]
 

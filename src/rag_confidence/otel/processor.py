@@ -7,13 +7,10 @@ downstream processor exactly once, and an answer span goes as a new ``ReadableSp
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,46 +21,30 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext
-from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
-from ..errors import ConfigValidationError
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
 from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
 from ..signals.records import EventRecord, SpanRecord, ended_span_attributes, ended_span_has_events
+from . import registry
 from .answer_scoring import AnswerScorer, ScoredAnswer
+from .enriched_span import copy_with
 from .events import EvaluationEmitter
+from .held_evaluations import Evaluations, by_span, split_evaluations, with_evaluations
+from .limits import check_processor_limits
 from .metrics import ConfidenceInstruments, span_context_as_parent
 from .pipeline import ProcessorCounts, observe_processor
 from .worker import BackgroundWorker
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
 
-#: Evaluation results held per span id (see ``ConfidenceSpanProcessor.add_evaluation``).
-Evaluations = dict[int, list[EventRecord]]
-
 _logger = logging.getLogger(__name__)
 
-# Processors alive in this process, so that ``@scored_answer`` can read the spans buffered beneath its answer
-# span before that span ends (see ``pending_spans_under``). Weak: the registry keeps no processor alive.
-_LIVE_PROCESSORS: weakref.WeakSet[ConfidenceSpanProcessor] = weakref.WeakSet()
-_LIVE_LOCK = threading.Lock()
 # Ended local roots and marked answers remembered per trace (for work that outlives them): a bound for traces
 # with very many answers.
 _MAX_ANCHORS_PER_TRACE = 256
 
-
-def _after_fork_in_child() -> None:
-    global _LIVE_LOCK
-    _LIVE_LOCK = threading.Lock()
-    for processor in list(_LIVE_PROCESSORS):
-        processor._after_fork_in_child()
-
-
-# One hook for all processors (one per processor could never be removed). A processor shut down is no longer
-# live: its child has nothing to reinitialise.
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # Traces with evaluations held before any of their spans was buffered (see ConfidenceSpanProcessor._early).
 _MAX_EARLY_TRACES = 1024
@@ -119,21 +100,6 @@ class _PendingTrace:
         # False (most traffic of a service that also answers questions) are released at their root without
         # any signal work.
         self.may_answer: bool | None = False
-
-
-#: The processor's numeric options, each of which must be positive.
-PROCESSOR_LIMITS = ("max_pending_traces", "max_spans_per_trace", "pending_ttl_s", "max_scoring_queue")
-
-
-def check_processor_limits(**limits: Any) -> None:
-    """Raise :class:`~rag_confidence.errors.ConfigValidationError` unless each given limit is a positive number
-    (an int where a count is meant)."""
-    for name, value in limits.items():
-        whole = name != "pending_ttl_s"
-        number = isinstance(value, int) or (not whole and isinstance(value, float))
-        if isinstance(value, bool) or not number or not value > 0:
-            kind = "a positive integer" if whole else "a positive number of seconds"
-            raise ConfigValidationError(f"{name} must be {kind}, not {value!r}", path=name)
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
@@ -235,8 +201,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
         self._counts = ProcessorCounts(lock=self._lock)
         observe_processor(meter_provider, self._counts, self._observed_gauges)
-        with _LIVE_LOCK:
-            _LIVE_PROCESSORS.add(self)
+        registry.register(self)
 
     def _after_fork_in_child(self) -> None:
         # A thread of the parent (the scoring worker, one ending spans) may have held the lock at the fork; the
@@ -294,8 +259,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         """Score and forward what the worker holds (30 s at most), drop the buffers, shut the downstream down."""
-        with _LIVE_LOCK:
-            _LIVE_PROCESSORS.discard(self)
+        registry.forget(self)
         try:
             if self._worker is not None:
                 self._worker.stop(timeout_s=30.0)
@@ -401,7 +365,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             pending = self._pending.get(trace_id)
             early = self._early.get(trace_id)
             held = [*(pending.evaluations if pending is not None else ()), *(early[1] if early else ())]
-        return _by_span(held)
+        return by_span(held)
 
     # -- the span path ---------------------------------------------------------------------------------------
 
@@ -520,11 +484,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
             with self._lock:
                 self._counts.answers_failed += 1
             self._count_failure("scoring an answer failed", semconv.PROCESSOR_FAILURE_SCORING)
-            return _copy_with(span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
+            return copy_with(span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
         self._publish(scored, context)
         with self._lock:
             self._counts.answers_scored += 1
-        return _copy_with(span, scored.attributes)
+        return copy_with(span, scored.attributes)
 
     def _publish(self, scored: ScoredAnswer, span_context: SpanContext) -> None:
         context = span_context_as_parent(span_context)
@@ -690,9 +654,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
                     early = self._early.pop(trace_id, None)
                     if early is None:
                         return [], False, False, {}
-                    mine, others = _split(early[1], {span_id})
+                    mine, others = split_evaluations(early[1], {span_id})
                     self._keep_early(trace_id, others)
-                    return [], False, False, _by_span(mine)
+                    return [], False, False, by_span(mine)
                 pending = self._open(trace_id, time.monotonic())
             marks = pending.answered
             if local_root and pending.may_answer is False and not marks:
@@ -702,9 +666,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 del self._pending[trace_id]
                 ids = _span_ids(pending.spans)
                 ids.add(span_id)
-                mine, others = _split(pending.evaluations, ids)
+                mine, others = split_evaluations(pending.evaluations, ids)
                 self._keep_early(trace_id, others)
-                return pending.spans, False, False, _by_span(mine)
+                return pending.spans, False, False, by_span(mine)
             members = _subtree(pending.spans, span_id) if pending.spans else []
             beneath = _span_ids(members)
             beneath.add(span_id)
@@ -723,8 +687,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
             _remove(pending, members)
             evaluations: Evaluations = {}
             if pending.evaluations:
-                mine, pending.evaluations = _split(pending.evaluations, beneath)
-                evaluations = _by_span(mine)
+                mine, pending.evaluations = split_evaluations(pending.evaluations, beneath)
+                evaluations = by_span(mine)
             if not local_root and not orphan and parent_span_id is not None and (answers_itself or answered):
                 marks.add(parent_span_id)
             # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
@@ -776,57 +740,6 @@ def _already_scored(attributes: Mapping[str, Any]) -> bool:
     return semconv.RAG_CONFIDENCE_ACTION in attributes or semconv.RAG_CONFIDENCE_ERROR in attributes
 
 
-def pending_spans_under(span_context: SpanContext) -> list[ReadableSpan] | None:
-    """The spans buffered beneath ``span_context`` by any live ``ConfidenceSpanProcessor``; None when no live
-    processor holds its trace (no processor installed, or no child ended yet)."""
-    with _LIVE_LOCK:
-        processors = list(_LIVE_PROCESSORS)
-    found: list[ReadableSpan] | None = None
-    for processor in processors:
-        spans = processor.pending_spans_under(span_context)
-        if spans is not None:
-            found = (found or []) + spans
-    return found
-
-
-def pending_evaluations(trace_id: int) -> Evaluations:
-    """The evaluation results any live ``ConfidenceSpanProcessor`` holds for spans of ``trace_id``."""
-    with _LIVE_LOCK:
-        processors = list(_LIVE_PROCESSORS)
-    found: Evaluations = {}
-    for processor in processors:
-        for span_id, events in processor.pending_evaluations(trace_id).items():
-            found.setdefault(span_id, []).extend(events)
-    return found
-
-
-def with_evaluations(records: list[SpanRecord], evaluations: Evaluations) -> list[SpanRecord]:
-    """``records`` with the evaluation results held for each appended to its events."""
-    return [
-        dataclasses.replace(record, events=(*record.events, *evaluations[record.span_id]))
-        if record.span_id in evaluations
-        else record
-        for record in records
-    ]
-
-
-def _split(
-    items: list[tuple[int, EventRecord]], span_ids: set[int]
-) -> tuple[list[tuple[int, EventRecord]], list[tuple[int, EventRecord]]]:
-    """The evaluations of ``span_ids``, and the others."""
-    mine = [item for item in items if item[0] in span_ids]
-    if len(mine) == len(items):
-        return mine, []
-    return mine, [item for item in items if item[0] not in span_ids]
-
-
-def _by_span(items: list[tuple[int, EventRecord]]) -> Evaluations:
-    grouped: Evaluations = {}
-    for span_id, event in items:
-        grouped.setdefault(span_id, []).append(event)
-    return grouped
-
-
 def _span_ids(spans: list[ReadableSpan]) -> set[int]:
     return {span.context.span_id for span in spans if span.context is not None}
 
@@ -860,47 +773,3 @@ def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]
                 stack.append(child_id)
     selected.sort()
     return [spans[index] for index in selected]
-
-
-class _EnrichedSpan(ReadableSpan):
-    """A copy of an ended span with more attributes; keeps the original's dropped attribute, event and link
-    counts (the SDK reads them off its bounded containers, which a copy built from plain values lacks)."""
-
-    def __init__(self, original: ReadableSpan, attributes: Mapping[str, AttributeValue]) -> None:
-        super().__init__(
-            name=original.name,
-            context=original.context,
-            parent=original.parent,
-            resource=original.resource,
-            attributes=attributes,
-            events=original.events,
-            links=original.links,
-            kind=original.kind,
-            status=original.status,
-            start_time=original.start_time,
-            end_time=original.end_time,
-            instrumentation_scope=original.instrumentation_scope,
-        )
-        self._original_dropped = (
-            original.dropped_attributes,
-            original.dropped_events,
-            original.dropped_links,
-        )
-
-    @property
-    def dropped_attributes(self) -> int:
-        return self._original_dropped[0]
-
-    @property
-    def dropped_events(self) -> int:
-        return self._original_dropped[1]
-
-    @property
-    def dropped_links(self) -> int:
-        return self._original_dropped[2]
-
-
-def _copy_with(span: ReadableSpan, extra: Mapping[str, AttributeValue]) -> ReadableSpan:
-    attributes: dict[str, AttributeValue] = dict(span.attributes or {})
-    attributes.update(extra)
-    return _EnrichedSpan(span, attributes)

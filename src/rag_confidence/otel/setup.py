@@ -30,7 +30,8 @@ from ..scoring import create_scorer
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
-from .processor import PROCESSOR_LIMITS, ConfidenceSpanProcessor, check_processor_limits
+from .limits import PROCESSOR_LIMITS, check_processor_limits
+from .processor import ConfidenceSpanProcessor
 
 __all__ = [
     "ENV_BACKGROUND_SCORING",
