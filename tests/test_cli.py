@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,17 @@ def test_schema_describes_inputs_config_and_scorecard() -> None:
     assert set(schemas) == {"inputs", "config", "scorecard"}
     assert "supportLevel" in schemas["inputs"]["properties"]
     assert "recommendedAction" in schemas["scorecard"]["properties"]
+
+
+def test_jsonl_scorecards_of_non_finite_inputs_read_back() -> None:
+    from rag_confidence.models import ConfidenceScorecard
+
+    line = (
+        '{"supportLevel": "high", "candidates": [{"retrievalScores": {"s": NaN}, "combinedScore": Infinity}]}'
+    )
+    result = run("score", "--jsonl", stdin=line + "\n")
+    assert result.returncode == 0, result.stderr
+    (out,) = result.stdout.splitlines()
+    back = ConfidenceScorecard.model_validate_json(out)  # its nulls read back as NaN
+    diagnostics = back.dimensions.retrieval.breakdown.diagnostics
+    assert diagnostics is not None and math.isnan(diagnostics["avgEffectiveScore"])  # type: ignore[arg-type]

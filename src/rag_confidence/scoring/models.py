@@ -17,6 +17,7 @@ The scoring functions accept these models or plain camelCase dicts; results are 
 from __future__ import annotations
 
 import datetime
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -24,12 +25,15 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     Strict,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from ._plain import parse_datetime
 
@@ -50,6 +54,29 @@ def _datetime(value: object) -> datetime.datetime:
 
 
 DateTime = Annotated[datetime.datetime, BeforeValidator(_datetime)]
+
+
+def _null_as_nan(value: object) -> object:
+    # JSON has no NaN or infinity: our JSON dumps, like the reference's JSON.stringify, write them as null. A
+    # result read back from that JSON must still validate, and NaN is the only honest reading of the null.
+    return math.nan if value is None else value
+
+
+class _NullInJson:
+    """Marks a result number whose JSON form may be ``null`` (a non-finite value), for the JSON Schema."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        inner = handler(schema)
+        choices = inner["anyOf"] if set(inner) == {"anyOf"} else [inner]
+        return {"anyOf": [*choices, {"type": "null"}]}
+
+
+# A number in a result. In Python it is always an int or a float (NaN stays a float); ``null`` in JSON reads
+# back as NaN. Results are built without validation, so this costs nothing when scoring.
+ResultNum = Annotated[int | float, BeforeValidator(_null_as_nan), _NullInJson]
 
 SupportLevel = Literal["high", "medium", "low"]
 QueryComplexity = Literal["direct", "inferential", "multi-hop", "comparative"]
@@ -307,30 +334,30 @@ class ConfidenceWarning(_Model):
 class DimensionBreakdown(_Model):
     """Machine-readable attribution: ``raw == uncapped_raw + the clamp/cap adjustments``."""
 
-    components: dict[str, int | float]
-    adjustments: dict[str, int | float]
-    diagnostics: dict[str, bool | int | float | str] | None = None
-    uncapped_raw: int | float
-    raw: int | float
+    components: dict[str, ResultNum]
+    adjustments: dict[str, ResultNum]
+    diagnostics: dict[str, bool | ResultNum | str] | None = None
+    uncapped_raw: ResultNum
+    raw: ResultNum
 
 
 class DimensionScore(_Model):
-    raw: int | float
-    max: int | float
-    normalized: int | float
+    raw: ResultNum
+    max: ResultNum
+    normalized: ResultNum
     explanation: str
     breakdown: DimensionBreakdown
     warnings: list[ConfidenceWarning] = Field(default_factory=list)
 
 
 class Tier1Result(_Model):
-    score: int | float
+    score: ResultNum
     label: Literal["Strong", "Moderate", "Limited", "Insufficient", "Not Addressed"]
     color: Literal["green", "amber", "orange", "red", "gray"]
 
 
 class Tier2Result(_Model):
-    score: int | float
+    score: ResultNum
     label: Literal["Complete", "Good", "Partial", "Thin"]
     color: Literal["green", "amber", "orange", "red"]
 
@@ -349,13 +376,13 @@ class Dimensions(_Model):
 class ScorecardMeta(_Model):
     algorithm_version: str
     schema_version: str
-    raw_total: int | float
-    max_possible: int | float
+    raw_total: ResultNum
+    max_possible: ResultNum
     active_extensions: list[str]
     active_dimensions: list[DimensionName]
     missing_signals: list[str]
     warnings: list[ConfidenceWarning]
-    weights: dict[str, int | float]
+    weights: dict[str, ResultNum]
 
 
 _LAZY_FIELDS = frozenset({"tier1", "tier2", "dimensions", "meta"})
@@ -370,7 +397,7 @@ class ConfidenceScorecard(_Model):
     it reads. The values are computed either way; only their model objects are deferred.
     """
 
-    total: int | float
+    total: ResultNum
     label: Literal["Strong", "Moderate", "Limited", "Insufficient"]
     label_color: Literal["green", "amber", "orange", "red"]
     recommended_action: RecommendedAction
@@ -461,17 +488,17 @@ class CalibrationConfig(_Model):
 
 
 class CalibrationBand(_Model):
-    min: int | float
-    max: int | float
+    min: ResultNum
+    max: ResultNum
     count: int
     positive_count: int
-    positive_rate: int | float
-    average_score: int | float
+    positive_rate: ResultNum
+    average_score: ResultNum
 
 
 class ActionRate(_Model):
     count: int
-    positive_rate: int | float
+    positive_rate: ResultNum
 
 
 class ActionSummary(_Model):
@@ -481,15 +508,15 @@ class ActionSummary(_Model):
 
 
 class RecommendedPolicy(_Model):
-    answer_at: int | float
-    review_at: int | float
-    abstain_below: int | float
+    answer_at: ResultNum
+    review_at: ResultNum
+    abstain_below: ResultNum
 
 
 class CalibrationReport(_Model):
     sample_count: int
     positive_count: int
-    positive_rate: int | float
+    positive_rate: ResultNum
     bands: list[CalibrationBand]
     action_summary: ActionSummary
     recommended_policy: RecommendedPolicy
