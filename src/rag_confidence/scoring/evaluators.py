@@ -1,8 +1,14 @@
 """Bridges from evaluation frameworks to scoring inputs.
 
 Each ``from_*`` reads the result object of one framework family and keeps only well-typed values (numbers are
-not range-checked here: validation of the merged inputs reports out-of-range values). Booleans are not numbers.
+not range-checked here: validation of the merged inputs reports out-of-range values). Any real number counts,
+numpy scalars included (they become Python ``float`` / ``int``); booleans are not numbers.
 :func:`merge_evaluation_signals` then fills the inputs' gaps, never overriding a value that is present.
+
+NaN is a number, so a bridge keeps it, as the reference does (its golden cases pin that). Ragas reports a metric
+that failed as NaN: merged in, it counts as measured, scores as the worst value (with an ``input-out-of-range``
+warning) and is not listed in ``missingSignals``, so ``signalPolicy`` does not see it as missing. Drop NaN values
+before calling the bridge if a failed metric should count as not measured.
 
 >>> signals = from_ragas_like({"faithfulness": 0.92, "answer_relevancy": 0.88})
 >>> merged = merge_evaluation_signals({"supportLevel": "high", "candidates": []}, signals)
@@ -12,6 +18,7 @@ not range-checked here: validation of the merged inputs reports out-of-range val
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,9 +43,11 @@ _check_signals = compile_model(ExternalEvaluationSignals, InputValidationError)
 
 def _number(result: Mapping[str, Any], key: str) -> float | None:
     value = result.get(key)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    # Evaluation results often come out of numpy or pandas (np.float32, np.int64): numbers to the reference's
+    # typeof check, but the strict models take only Python's own number types.
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _string(result: Mapping[str, Any], key: str) -> str | None:

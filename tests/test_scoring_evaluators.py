@@ -1,0 +1,90 @@
+"""Evaluator bridges on the values evaluation frameworks really hand out (numpy scalars, NaN for a failed metric)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rag_confidence import (
+    compute_confidence,
+    from_custom_judge,
+    from_deepeval_like,
+    from_ragas_like,
+    from_trulens_like,
+    merge_evaluation_signals,
+)
+
+
+@pytest.mark.parametrize(
+    "value", [np.float64(0.75), np.float32(0.75), np.float16(0.75), Fraction(3, 4)], ids=type
+)
+def test_the_bridges_keep_real_numbers_of_any_type_as_python_floats(value: Any) -> None:
+    cases = [
+        from_ragas_like({"faithfulness": value, "answer_relevancy": value}),
+        from_deepeval_like({"faithfulnessScore": value, "answerRelevancyScore": value}),
+        from_deepeval_like({"metric": "Faithfulness", "score": value, "answerRelevancyScore": value}),
+        from_trulens_like({"groundedness": value, "answer_relevance": value}),
+        from_custom_judge({"faithfulnessScore": value, "answerRelevanceScore": value}),
+    ]
+    for signals in cases:
+        assert signals.faithfulness_score == 0.75 and type(signals.faithfulness_score) is float
+        assert signals.answer_relevance_score == 0.75 and type(signals.answer_relevance_score) is float
+
+
+def test_custom_judge_counts_from_a_dataframe_row_are_kept() -> None:
+    signals = from_custom_judge(
+        {
+            "totalClaims": np.int64(5),
+            "supportedClaims": np.int64(4),
+            "contradictedClaims": np.uint8(1),
+            "citationCount": np.int32(3),
+            "invalidCitationCount": np.int64(0),
+            "conflictingCandidateCount": np.int16(0),
+            "hasConflict": False,
+        }
+    )
+    assert signals.claim_support is not None
+    claims = signals.claim_support.model_dump(exclude_none=True)
+    assert claims == {"total_claims": 5, "supported_claims": 4, "contradicted_claims": 1}
+    assert (signals.citation_count, signals.invalid_citation_count, signals.conflicting_candidate_count) == (
+        3,
+        0,
+        0,
+    )
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), "0.9", None, [0.9]], ids=repr)
+def test_the_bridges_still_drop_booleans_and_non_numbers(value: Any) -> None:
+    assert from_ragas_like({"faithfulness": value}).faithfulness_score is None
+    assert from_custom_judge({"citationCount": value}).citation_count is None
+
+
+def test_a_nan_metric_passes_through_a_bridge_as_the_reference_does() -> None:
+    # Ragas writes NaN for a metric that failed. The reference keeps it (golden cases pin this): it counts as
+    # measured, so it is not a missing signal and a policy requiring it is satisfied. The README and the module
+    # docstring say so; this pins the behaviour and the documented way to have it count as missing.
+    candidates = [
+        {"retrievalScores": {"a": 0.9, "b": 0.9}, "combinedScore": 0.9, "documentId": d} for d in "xyz"
+    ]
+    base = {
+        "supportLevel": "high",
+        "hasConflict": False,
+        "answerRelevanceScore": 0.9,
+        "candidates": candidates,
+    }
+    row = {"faithfulness": np.float64("nan"), "answer_relevancy": np.float64(0.9)}
+    signals = from_ragas_like(row)
+    assert signals.faithfulness_score is not None and math.isnan(signals.faithfulness_score)
+    card = compute_confidence(merge_evaluation_signals(base, signals).inputs, {"preset": "production-v0.3"})
+    assert card.meta.missing_signals == []
+    assert "input-out-of-range" in [w.code for w in card.meta.warnings]
+
+    measured = {k: v for k, v in row.items() if not math.isnan(v)}
+    card = compute_confidence(
+        merge_evaluation_signals(base, from_ragas_like(measured)).inputs, {"preset": "production-v0.3"}
+    )
+    assert card.meta.missing_signals == ["faithfulnessScore"] and card.recommended_action == "review"
