@@ -6,6 +6,7 @@ Expected numbers here are read off the spec's tables, not produced by the code u
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -347,6 +348,46 @@ def test_production_preset_requires_evaluator_signals() -> None:
     )
     assert card.recommended_action == "review"
     assert card.meta.missing_signals == ["faithfulnessScore", "answerRelevanceScore"]
+
+
+@pytest.mark.parametrize(
+    ("config", "action"),
+    [
+        (
+            {"signalPolicy": {"abstainWhenMissing": ["faithfulnessScore"]}},
+            "answer",
+        ),  # not required: no effect
+        ({"signalPolicy": {"require": ["faithfulnessScore"]}}, "answer"),  # required alone: a warning only
+        (
+            {"signalPolicy": {"require": ["faithfulnessScore"], "abstainWhenMissing": ["faithfulnessScore"]}},
+            "abstain",
+        ),
+        (
+            {"signalPolicy": {"require": ["faithfulnessScore"], "reviewWhenMissing": ["faithfulnessScore"]}},
+            "review",
+        ),
+        # the production preset's support evaluator is not in ``require``: it forces review, never abstain
+        (
+            {"preset": "production-v0.3", "signalPolicy": {"abstainWhenMissing": ["faithfulnessScore"]}},
+            "review",
+        ),
+    ],
+)
+def test_missing_signal_gates_act_only_on_required_signals(config: dict[str, Any], action: str) -> None:
+    inputs = {
+        "supportLevel": "high",
+        "hasConflict": False,
+        "answerRelevanceScore": 0.95,
+        "candidates": [cand(0.9, documentId=d) for d in "xyz"],
+    }
+    assert compute_confidence(inputs, config).recommended_action == action
+
+
+def test_the_readme_states_the_missing_signal_gates_as_they_work() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    policy = " ".join(readme[readme.index("The action policy, first match") :].split("\n\n")[0].split())
+    assert "a signal listed in `abstainWhenMissing` missing" not in policy
+    assert "`signalPolicy.require`" in policy and "only choose the action for required signals" in policy
 
 
 def test_a_config_dict_changed_in_place_is_not_served_from_the_cache() -> None:

@@ -3,18 +3,21 @@
 Action rules, first match wins:
 
 1. documents silent -> abstain
-2. a signal in ``abstainWhenMissing`` is missing -> abstain
+2. a required signal (``require``, the caller's or the preset's) is missing and in ``abstainWhenMissing`` -> abstain
 3. the first warning (in list order) listed in ``abstainOnWarnings`` -> abstain
 4. total < ``abstainBelow`` -> abstain
 5. Tier 1 < ``requireTier1AtLeast`` -> review
-6. a signal in ``reviewWhenMissing`` is missing -> review
+6. a required signal is missing and in ``reviewWhenMissing``, or the production preset's support evaluator is
+   missing -> review
 7. a warning listed in ``reviewOnWarnings`` -> review
 8. total >= ``answerAt`` -> answer
 9. total >= ``reviewAt`` -> review
 10. otherwise -> abstain
 
 Only the ``production-v0.3`` preset changes anything: it requires ``answerRelevanceScore`` and a conflict
-signal (review when missing) and a support evaluator (``faithfulnessScore`` or ``claimSupport``).
+signal (review when missing) and a support evaluator (``faithfulnessScore`` or ``claimSupport``). As in the
+reference, ``abstainWhenMissing`` and ``reviewWhenMissing`` name signals that are also required: one that is
+not required changes nothing.
 """
 
 from __future__ import annotations
