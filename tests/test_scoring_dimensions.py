@@ -13,6 +13,7 @@ import pytest
 
 from rag_confidence import compute_confidence
 from rag_confidence.errors import ConfigValidationError
+from rag_confidence.models import Weights
 
 
 def cand(score: float, methods: dict[str, float] | None = None, **extra: Any) -> dict[str, Any]:
@@ -403,3 +404,37 @@ def test_a_config_dict_changed_in_place_is_not_served_from_the_cache() -> None:
     config["retrieval"] = {"topK": 0}
     with pytest.raises(ConfigValidationError):
         compute_confidence(inputs, config)
+
+
+@pytest.mark.parametrize(
+    ("path", "valid", "invalid"),
+    [
+        (("relevance", "required"), True, 1),  # 1 == True, but a number is not a boolean
+        (("weights", "grounding"), 1.0, True),  # True == 1.0, but a boolean is not a number
+        (("weights", "grounding"), 1, True),
+        (("indexIntegrity", "requireAclFilterConfirmation"), False, 0.0),
+    ],
+)
+def test_a_config_changed_in_place_to_an_equal_value_of_another_type_is_validated_again(
+    path: tuple[str, str], valid: Any, invalid: Any
+) -> None:
+    inputs = {"supportLevel": "high", "hasConflict": False, "candidates": []}
+    section, key = path
+    config: dict[str, Any] = {section: {key: valid}}
+    compute_confidence(inputs, config)
+    config[section][key] = invalid
+    assert config == {section: {key: valid}}  # equal by Python's ==, and still refused
+    with pytest.raises(ConfigValidationError, match=key):
+        compute_confidence(inputs, config)
+
+
+def test_an_unchanged_config_dict_is_prepared_once_and_int_and_float_are_told_apart() -> None:
+    from rag_confidence.scoring.api import _prepared
+
+    config: dict[str, Any] = {"weights": {"grounding": 1}, "actionPolicy": {"reviewOnWarnings": []}}
+    first = _prepared(config)
+    assert _prepared(config) is first
+    config["weights"]["grounding"] = 1.0
+    assert _prepared(config) is not first
+    nested_model: dict[str, Any] = {"weights": Weights(grounding=1)}
+    assert _prepared(nested_model) is not _prepared(nested_model)  # could change unseen: never cached

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections.abc import Mapping
 from typing import Any
@@ -59,6 +58,51 @@ def compute_confidence(inputs: InputsLike, config: ConfigLike = None) -> Confide
     return scorecard_model(score_plain(plain_inputs(inputs), _prepared(config)))
 
 
+class _SameNumber:
+    """A number in a config snapshot that equals only a number of the very same type.
+
+    ``True == 1 == 1.0`` in Python, but the validator tells them apart (a bool is not a number here, nor a
+    number a bool), so a snapshot must too. Leaving the comparison to ``dict.__eq__`` and putting this on its
+    left keeps a cache hit as fast as a plain equality test: only the numeric leaves pay a Python call.
+    """
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, value: bool | int | float) -> None:
+        self.kind = type(value)
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is self.kind and other == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Uncacheable(Exception):
+    """A config holding something :func:`_snapshot` cannot copy faithfully (a model, a non-dict mapping)."""
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a validated config for :func:`_prepared` to compare with; equal only to a type-exact copy.
+
+    Containers are copied and numbers wrapped; strings, ``None`` and datetimes are immutable and kept. Anything
+    else a valid config may hold (a nested model or mapping) could change in place unseen, so such a config is
+    not cached at all.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _snapshot(item) for key, item in value.items()}
+    if kind is list:
+        return [_snapshot(item) for item in value]
+    if kind is tuple:
+        return tuple(_snapshot(item) for item in value)
+    if isinstance(value, (bool, int, float)):
+        return _SameNumber(value)
+    if value is None or kind is str or kind is datetime.datetime:
+        return value
+    raise _Uncacheable
+
+
 _PREPARED_CACHE: dict[int, tuple[dict[str, Any], PreparedConfig]] = {}
 _PREPARED_CACHE_SIZE = 256
 
@@ -67,10 +111,11 @@ def _prepared(config: ConfigLike) -> PreparedConfig:
     """The prepared form of a config, reusing earlier work for the same plain-dict config.
 
     Callers commonly pass the same config dict on every call; validating and resolving it each time would cost
-    more than scoring. The cache is keyed by the dict's identity and checked by equality against a deep copy
-    taken when it was prepared, so a dict changed in place (or a new dict at a recycled address) is prepared
-    afresh. Configs holding NaN never compare equal and are simply not reused. Other config types (models,
-    mappings) are prepared on every call.
+    more than scoring. The cache is keyed by the dict's identity and checked against a snapshot taken when it
+    was prepared, equal only to a config with the same values of the same types (``1``, ``1.0`` and ``True``
+    differ), so a dict changed in place (or a new dict at a recycled address) is validated and prepared afresh.
+    Configs holding NaN never compare equal and are simply not reused. Other config types (models, mappings),
+    and dicts holding them, are prepared on every call.
     """
     if config is None:
         return DEFAULT_PREPARED
@@ -78,12 +123,18 @@ def _prepared(config: ConfigLike) -> PreparedConfig:
         return prepare_config(plain_config(config))
     key = id(config)
     entry = _PREPARED_CACHE.get(key)
+    # The snapshot must be the left operand: its numbers' __eq__ is the one that checks types.
     if entry is not None and entry[0] == config:
         return entry[1]
     prepared = prepare_config(plain_config(config))
+    try:
+        snapshot = _snapshot(config)
+    except _Uncacheable:
+        _PREPARED_CACHE.pop(key, None)
+        return prepared
     if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
         _PREPARED_CACHE.clear()
-    _PREPARED_CACHE[key] = (copy.deepcopy(config), prepared)
+    _PREPARED_CACHE[key] = (snapshot, prepared)
     return prepared
 
 
