@@ -343,3 +343,42 @@ def test_an_unknown_preset_or_validation_mode_scores_as_the_reference_and_is_log
     messages = [record.getMessage() for record in caplog.records]
     assert sum("production-v03-typo" in message for message in messages) == 1
     assert sum("Strict-typo" in message for message in messages) == 1
+
+
+def test_unknown_codes_and_signal_names_in_policy_lists_score_as_the_reference_and_are_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inputs = {
+        "supportLevel": "high",
+        "hasConflict": False,
+        "answerRelevanceScore": 0.95,
+        "candidates": [
+            {"retrievalScores": {"a": 0.9, "b": 0.9}, "combinedScore": 0.9, "documentId": d} for d in "xyz"
+        ],
+    }
+    config = {
+        "actionPolicy": {
+            "abstainOnWarnings": ["missing_faithfulness-typo"],
+            "reviewOnWarnings": ["documents-silent"],
+        },
+        "signalPolicy": {"require": ["faithfulnessScore"], "abstainWhenMissing": ["faithfulnes-typo"]},
+    }
+    with caplog.at_level("WARNING", logger="rag_confidence.scoring.validation"):
+        card = compute_confidence(inputs, config)
+        create_scorer(copy.deepcopy(config))
+    assert card.recommended_action == "answer"  # the typos match nothing, in the reference too
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2, messages
+    code, signal = sorted(messages, key=lambda m: "signal" in m)
+    assert "'missing_faithfulness-typo' in actionPolicy.abstainOnWarnings" in code
+    assert "did you mean 'missing-faithfulness'?" in code
+    assert "'faithfulnes-typo' in signalPolicy.abstainWhenMissing" in signal
+    assert "did you mean 'faithfulnessScore'?" in signal
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rag_confidence.scoring.validation"):
+        compute_confidence(
+            inputs, {"signalPolicy": {"require": ["zzzz-typo"]}, "preset": "production-v3-typo"}
+        )
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("'zzzz-typo' in signalPolicy.require:" in m and "'indexIntegrity'" in m for m in messages)
+    assert any("did you mean 'production-v0.3'?" in m for m in messages)

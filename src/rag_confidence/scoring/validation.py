@@ -7,8 +7,9 @@ raises on the *first* warning and the first config error wins.
 
 from __future__ import annotations
 
+import difflib
 import logging
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import ConfigValidationError, InputValidationError
 from ._js import is_finite, is_integer, js_key_order
@@ -16,6 +17,7 @@ from .dimensions._shared import DOCUMENTS_SILENT_TEXT, MISSING_CANDIDATES_TEXT, 
 from .dimensions.grounding import claim_counts_valid
 from .dimensions.relevance import DEFAULT_BANDS as RELEVANCE_BANDS
 from .dimensions.retrieval import DEFAULT_BANDS as RETRIEVAL_BANDS
+from .models import SignalName, WarningCode
 from .warnings import Warning_, warning
 
 _logger = logging.getLogger(__name__)
@@ -23,6 +25,22 @@ _logger = logging.getLogger(__name__)
 PRESETS = ("legacy-v0.2", "balanced-v0.3", "production-v0.3")
 
 OUT_OF_RANGE = "input-out-of-range"
+
+WARNING_CODES: tuple[str, ...] = get_args(WarningCode)
+SIGNAL_NAMES: tuple[str, ...] = get_args(SignalName)
+# The policy lists that name warning codes or signals. The reference takes any string there and an unknown one
+# simply never matches (in ``require`` it is read as ``indexIntegrity``), so a typo is no error, only logged.
+_NAMED_LISTS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("actionPolicy", "reviewOnWarnings", WARNING_CODES, "warning code"),
+    ("actionPolicy", "abstainOnWarnings", WARNING_CODES, "warning code"),
+    ("signalPolicy", "require", SIGNAL_NAMES, "signal"),
+    ("signalPolicy", "reviewWhenMissing", SIGNAL_NAMES, "signal"),
+    ("signalPolicy", "abstainWhenMissing", SIGNAL_NAMES, "signal"),
+)
+_UNKNOWN_EFFECT = {
+    "warning code": "no warning has that code, so it never matches",
+    "signal": "it names no input (a required signal of unknown name is looked for as 'indexIntegrity')",
+}
 
 
 def _fail(path: str, message: str) -> ConfigValidationError:
@@ -34,10 +52,12 @@ def validate_config(config: dict[str, Any]) -> None:
 
     An unknown ``preset`` or ``validation`` is no error (the reference accepts any string and uses its
     defaults, and the golden cases hold us to that), but a typo there silently drops the production
-    requirements or strict mode: it is logged as a warning, once per value.
+    requirements or strict mode: it is logged as a warning, once per value. So is an unknown warning code or
+    signal name in the action and signal policies' lists, which the reference ignores.
     """
     _warn_unknown("preset", config.get("preset"), PRESETS, "balanced-v0.3")
     _warn_unknown("validation", config.get("validation"), ("warn", "strict"), "warn")
+    _warn_unknown_names(config)
     _validate_retrieval(config.get("retrieval"))
     relevance = config.get("relevance")
     if relevance is not None:
@@ -69,17 +89,44 @@ def _non_negative_or_absent(value: Any) -> bool:
 _warned: set[tuple[str, str]] = set()
 
 
+def _did_you_mean(value: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(value, known, 1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _warn_unknown(field: str, value: Any, known: tuple[str, ...], default: str) -> None:
     if value is None or value in known or (field, str(value)) in _warned:
         return
     _warned.add((field, str(value)))
     _logger.warning(
-        "rag-confidence: unknown %s %r (known: %s): scoring as with %r, as the reference does",
+        "rag-confidence: unknown %s %r%s (known: %s): scoring as with %r, as the reference does",
         field,
         value,
+        _did_you_mean(str(value), known),
         ", ".join(known),
         default,
     )
+
+
+def _warn_unknown_names(config: dict[str, Any]) -> None:
+    for section, field, known, kind in _NAMED_LISTS:
+        policy = config.get(section)
+        names = None if policy is None else policy.get(field)
+        if not names:
+            continue
+        path = f"{section}.{field}"
+        for name in names:
+            if name in known or (path, name) in _warned:
+                continue
+            _warned.add((path, name))
+            _logger.warning(
+                "rag-confidence: unknown %s %r in %s%s: kept, as the reference does; %s",
+                kind,
+                name,
+                path,
+                _did_you_mean(name, known),
+                _UNKNOWN_EFFECT[kind],
+            )
 
 
 def _validate_retrieval(retrieval: dict[str, Any] | None) -> None:
