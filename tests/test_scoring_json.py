@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 import pytest
@@ -121,3 +123,123 @@ def test_the_scorecard_schema_allows_null_wherever_a_non_finite_number_is_writte
     # and not where the models would refuse it
     assert not _accepts_null_at(scorecard, ("label",), scorecard)
     assert not _accepts_null_at(scorecard, ("meta", "algorithmVersion"), scorecard)
+
+
+# --- rag-confidence schema: the config and inputs schemas agree with what the API accepts ---------------------
+def _property(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The schema of a dotted config/inputs path, in the published schema."""
+    node = schema
+    for key in path.split("."):
+        node = _resolve(node, schema)
+        if "anyOf" in node:
+            node = next(b for b in node["anyOf"] if b.get("type") != "null")
+            node = _resolve(node, schema)
+        node = node["properties"][key]
+    return node
+
+
+def _keywords_accept(node: dict[str, Any], value: Any) -> bool:
+    """The value keywords of one non-null branch (enum and numeric bounds; not types or formats)."""
+    branch = next(b for b in node.get("anyOf", [node]) if b.get("type") != "null")
+    checks = [
+        "enum" not in branch or value in branch["enum"],
+        "minimum" not in branch or value >= branch["minimum"],
+        "maximum" not in branch or value <= branch["maximum"],
+        "exclusiveMinimum" not in branch or value > branch["exclusiveMinimum"],
+        "multipleOf" not in branch or value % branch["multipleOf"] == 0,
+    ]
+    return all(checks)
+
+
+def _nested(path: str, value: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    node = result
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+    return result
+
+
+def _api_accepts(config: dict[str, Any]) -> bool:
+    try:
+        compute_confidence({"supportLevel": "high", "candidates": []}, config)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("path", "bad", "good"),
+    [
+        ("retrieval.topK", 0, 1),
+        ("retrieval.topK", 2.5, 3.0),
+        ("retrieval.minConfirmedMethods", 0, 2),
+        ("retrieval.duplicateContent.mode", "penalise", "penalize"),
+        ("retrieval.duplicateContent.penaltyPerDuplicate", -0.5, 0),
+        ("retrieval.duplicateContent.maxPenalty", -1, 0),
+        ("retrieval.rankPenalty.mode", "Diagnostic", "diagnostic"),
+        ("retrieval.rankPenalty.afterRank", 0, 1),
+        ("retrieval.rankPenalty.penaltyPerRank", -1, 0.5),
+        ("retrieval.rankPenalty.maxPenalty", -1, 0),
+        ("corpus.expectedTypeCount", 0, 1),
+        ("freshness.penaltyPerMonth", -1, 0),
+        ("indexIntegrity.maxFailedIngestionsForFullScore", -1, 0),
+        ("indexIntegrity.maxFailedIngestionsForFullScore", 1.5, 2),
+        ("indexIntegrity.staleRatioWarnAt", 1.5, 0),
+        ("indexIntegrity.staleRatioZeroAt", -0.1, 1),
+        *[(f"weights.{name}", bad, 0.5) for name in ("grounding", "indexIntegrity") for bad in (0, -1)],
+    ],
+)
+def test_the_config_schema_states_the_value_rules_the_api_enforces(path: str, bad: Any, good: Any) -> None:
+    schema = schemas()["config"]
+    node = _property(schema, path)
+    assert not _api_accepts(_nested(path, bad)) and not _keywords_accept(node, bad)
+    assert _api_accepts(_nested(path, good)) and _keywords_accept(node, good)
+    assert {"type": "null"} in node["anyOf"]  # null ("not given") stays valid
+
+
+def test_the_published_schemas_read_every_date_time_form_the_api_reads() -> None:
+    for schema, path in ((schemas()["inputs"], "candidates"), (schemas()["config"], "freshness.now")):
+        if path == "candidates":
+            node = _resolve(_property(schema, path)["items"], schema)["properties"]["lastUpdated"]
+        else:
+            node = _property(schema, path)
+        forms = [b for b in node["anyOf"] if b.get("type") != "null"]
+        flat = [f for b in forms for f in b.get("anyOf", [b])]
+        assert {"type": "string", "format": "date-time"} in flat
+        assert {"type": "string", "format": "date"} in flat
+        pattern = next(f["pattern"] for f in flat if "pattern" in f)
+        for text in ("2025-01-01T00:00:00", "2025-01-01 00:00", "2025-01-01T00:00:00.123456"):
+            assert re.match(pattern, text), text
+            assert _api_accepts({"freshness": {"now": text}})
+        assert not re.match(pattern, "2025-01-01T00:00:00Z")  # with an offset: format date-time's part
+
+
+def test_the_published_schemas_say_they_describe_the_camel_case_shape() -> None:
+    text = json.dumps(schemas())
+    assert "x-rag-confidence-wire" not in text
+    for name in ("inputs", "config"):
+        description = schemas()[name]["description"]
+        assert "camelCase" in description and "snake_case" in description
+
+
+def test_the_checker_compiled_from_the_models_keeps_the_validators_messages() -> None:
+    # The value rules live in the published schema only: errors keep the reference's order and wording.
+    with pytest.raises(ValueError, match=r"^retrieval\.topK must be an integer >= 1\.$"):
+        compute_confidence(
+            {"supportLevel": "high", "candidates": []},
+            {"retrieval": {"topK": 0, "duplicateContent": {"mode": "penalise"}}},
+        )
+
+
+def test_the_published_schemas_validate_the_api_examples_when_jsonschema_is_installed() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    published = schemas()
+    validator = jsonschema.Draft202012Validator(published["config"])
+    assert validator.is_valid({"retrieval": {"topK": 3, "duplicateContent": {"mode": "penalize"}}})
+    assert not validator.is_valid({"retrieval": {"duplicateContent": {"mode": "penalise"}}})
+    assert not validator.is_valid({"weights": {"grounding": -1}})
+    inputs = jsonschema.Draft202012Validator(published["inputs"])
+    candidate = {"retrievalScores": {"s": 0.9}, "combinedScore": 0.9, "lastUpdated": "2025-01-01"}
+    assert inputs.is_valid({"supportLevel": "high", "candidates": [candidate]})

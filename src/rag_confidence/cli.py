@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, TextIO
 
 from .errors import InputValidationError, RagConfidenceError
 from .scoring import compute_confidence
-from .scoring.models import ConfidenceScorecard, ScoringConfig, ScoringInputs
+from .scoring.models import ConfidenceScorecard, ScoringConfig, ScoringInputs, published_json_schema
 from .scoring.render import render_scorecard
 from .scoring.serialize import to_reference_json
 
@@ -133,9 +133,9 @@ def _cmd_score(args: argparse.Namespace) -> int:
 def schemas() -> dict[str, Any]:
     """JSON Schemas (camelCase, as on the wire) of the inputs, the config and the scorecard."""
     return {
-        "inputs": ScoringInputs.model_json_schema(by_alias=True),
-        "config": ScoringConfig.model_json_schema(by_alias=True),
-        "scorecard": ConfidenceScorecard.model_json_schema(by_alias=True, mode="validation"),
+        "inputs": published_json_schema(ScoringInputs),
+        "config": published_json_schema(ScoringConfig),
+        "scorecard": published_json_schema(ConfidenceScorecard),
     }
 
 

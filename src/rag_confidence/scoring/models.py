@@ -133,6 +133,60 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
+# Value rules the semantic validator (``validation.py``) enforces, written next to their fields as JSON Schema
+# keywords under this key. The structural checker compiled from the models' own schema ignores the key, so
+# errors keep the reference's order and wording; :func:`published_json_schema` moves the keywords into place.
+_WIRE = "x-rag-confidence-wire"
+
+
+def _wire(**keywords: Any) -> dict[str, Any]:
+    return {_WIRE: keywords}
+
+
+_INTEGER_AT_LEAST_1 = _wire(minimum=1, multipleOf=1)
+_NON_NEGATIVE = _wire(minimum=0)
+_COUNT = _wire(minimum=0, multipleOf=1)
+_RATIO = _wire(minimum=0, maximum=1)
+_MODE = _wire(enum=["diagnostic", "penalize"])
+_POSITIVE = _wire(exclusiveMinimum=0)
+# What ``parse_datetime`` reads besides RFC 3339: a date alone, or a date-time without offset (taken as UTC).
+_DATETIME_FORMS: list[dict[str, Any]] = [
+    {"type": "string", "format": "date-time"},
+    {"type": "string", "format": "date"},
+    {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}[T ]\d{2}(:\d{2}(:\d{2}([.,]\d+)?)?)?$"},
+]
+_CANONICAL = (
+    "The canonical JSON shape, with camelCase keys as the TypeScript package has them. The Python API also"
+    " accepts the snake_case field names, and any date-time that datetime.fromisoformat reads."
+)
+
+
+def _publish(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_publish(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("format") == "date-time" and node.get("type") == "string":
+        return {"anyOf": [dict(form) for form in _DATETIME_FORMS]}
+    out = {key: _publish(value) for key, value in node.items() if key != _WIRE}
+    keywords = node.get(_WIRE)
+    if keywords:
+        # Into the non-null branch: ``null`` means "not given" and stays valid.
+        branches = [b for b in out.get("anyOf", [out]) if b.get("type") != "null"]
+        for branch in branches:
+            branch.update(keywords)
+    return out
+
+
+def published_json_schema(model: type[BaseModel], description: bool = True) -> dict[str, Any]:
+    """``model``'s JSON Schema as ``rag-confidence schema`` prints it: camelCase keys, the value rules the
+    validator enforces (enums, bounds) as keywords, and every date-time form the API reads."""
+    schema: dict[str, Any] = _publish(model.model_json_schema(by_alias=True, mode="validation"))
+    if description:
+        schema["description"] = f"{schema.get('description', '')} {_CANONICAL}".strip()
+    return schema
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Inputs
 # --------------------------------------------------------------------------------------------------------------
@@ -214,24 +268,28 @@ class ScoreBands(_Model):
 
 
 class DuplicateContentConfig(_Model):
-    mode: Str | None = Field(default=None, description="'diagnostic' (default) or 'penalize'.")
-    penalty_per_duplicate: Num | None = None
-    max_penalty: Num | None = None
+    mode: Str | None = Field(
+        default=None, json_schema_extra=_MODE, description="'diagnostic' (default) or 'penalize'."
+    )
+    penalty_per_duplicate: Num | None = Field(default=None, json_schema_extra=_NON_NEGATIVE)
+    max_penalty: Num | None = Field(default=None, json_schema_extra=_NON_NEGATIVE)
 
 
 class RankPenaltyConfig(_Model):
-    mode: Str | None = Field(default=None, description="'diagnostic' (default) or 'penalize'.")
-    after_rank: Num | None = None
-    penalty_per_rank: Num | None = None
-    max_penalty: Num | None = None
+    mode: Str | None = Field(
+        default=None, json_schema_extra=_MODE, description="'diagnostic' (default) or 'penalize'."
+    )
+    after_rank: Num | None = Field(default=None, json_schema_extra=_INTEGER_AT_LEAST_1)
+    penalty_per_rank: Num | None = Field(default=None, json_schema_extra=_NON_NEGATIVE)
+    max_penalty: Num | None = Field(default=None, json_schema_extra=_NON_NEGATIVE)
 
 
 class RetrievalConfig(_Model):
     score_bands: ScoreBands | None = None
     default_method_threshold: Num | None = None
     method_thresholds: dict[str, Num] | None = None
-    min_confirmed_methods: Num | None = None
-    top_k: Num | None = None
+    min_confirmed_methods: Num | None = Field(default=None, json_schema_extra=_INTEGER_AT_LEAST_1)
+    top_k: Num | None = Field(default=None, json_schema_extra=_INTEGER_AT_LEAST_1)
     min_top_score_gap_for_clear_winner: Num | None = None
     duplicate_content: DuplicateContentConfig | None = None
     rank_penalty: RankPenaltyConfig | None = None
@@ -255,34 +313,34 @@ class AuthorityConfig(_Model):
 
 
 class CorpusConfig(_Model):
-    expected_type_count: Num | None = None
+    expected_type_count: Num | None = Field(default=None, json_schema_extra=_INTEGER_AT_LEAST_1)
     expected_types: list[Str] | None = None
 
 
 class FreshnessConfig(_Model):
     max_age_for_full_score: Num | None = None
-    penalty_per_month: Num | None = None
+    penalty_per_month: Num | None = Field(default=None, json_schema_extra=_NON_NEGATIVE)
     hard_cutoff_age: Num | None = None
     now: DateTime | None = Field(default=None, description="Reference time; default: the clock.")
     aggregation: Str | None = Field(default=None, description="'median' (default), 'oldest' or 'newest'.")
 
 
 class IndexIntegrityConfig(_Model):
-    max_failed_ingestions_for_full_score: Num | None = None
-    stale_ratio_warn_at: Num | None = None
-    stale_ratio_zero_at: Num | None = None
+    max_failed_ingestions_for_full_score: Num | None = Field(default=None, json_schema_extra=_COUNT)
+    stale_ratio_warn_at: Num | None = Field(default=None, json_schema_extra=_RATIO)
+    stale_ratio_zero_at: Num | None = Field(default=None, json_schema_extra=_RATIO)
     require_acl_filter_confirmation: Bool | None = None
 
 
 class Weights(_Model):
-    grounding: Num | None = None
-    retrieval: Num | None = None
-    consistency: Num | None = None
-    relevance: Num | None = None
-    authority: Num | None = None
-    corpus: Num | None = None
-    freshness: Num | None = None
-    index_integrity: Num | None = None
+    grounding: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    retrieval: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    consistency: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    relevance: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    authority: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    corpus: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    freshness: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
+    index_integrity: Num | None = Field(default=None, json_schema_extra=_POSITIVE)
 
 
 class ActionPolicy(_Model):
