@@ -17,6 +17,7 @@ from rag_confidence import (
     from_trulens_like,
     merge_evaluation_signals,
 )
+from rag_confidence.errors import InputValidationError
 
 
 @pytest.mark.parametrize(
@@ -88,3 +89,42 @@ def test_a_nan_metric_passes_through_a_bridge_as_the_reference_does() -> None:
         merge_evaluation_signals(base, from_ragas_like(measured)).inputs, {"preset": "production-v0.3"}
     )
     assert card.meta.missing_signals == ["faithfulnessScore"] and card.recommended_action == "review"
+
+
+def test_compute_confidence_takes_numpy_scores_as_numbers() -> None:
+    # FAISS and most vector stores hand back np.float32 scores (no float subclass), ids as np.int64.
+    plain = {
+        "supportLevel": "high",
+        "hasConflict": False,
+        "citationCount": 3,
+        "candidates": [
+            {
+                "retrievalScores": {"semantic": 0.875, "keyword": 0.5},
+                "combinedScore": 0.875,
+                "documentId": "a",
+            },
+            {"retrievalScores": {"semantic": 0.75}, "combinedScore": 0.75, "documentId": "b"},
+        ],
+    }
+    numpy_typed = {
+        **plain,
+        "citationCount": np.int64(3),
+        "candidates": [
+            {
+                "retrievalScores": {"semantic": np.float32(0.875), "keyword": np.float16(0.5)},
+                "combinedScore": np.float32(0.875),
+                "documentId": "a",
+            },
+            {
+                "retrievalScores": {"semantic": np.float64(0.75)},
+                "combinedScore": np.float64(0.75),
+                "documentId": "b",
+            },
+        ],
+    }
+    assert compute_confidence(numpy_typed).model_dump() == compute_confidence(plain).model_dump()
+
+
+def test_a_numpy_bool_is_named_as_such_when_refused() -> None:
+    with pytest.raises(InputValidationError, match=r"hasConflict: expected a boolean, got a numpy\.bool"):
+        compute_confidence({"supportLevel": "high", "hasConflict": np.bool_(False)})

@@ -13,6 +13,7 @@ the pydantic models' JSON Schema, so the models stay the single definition of wh
 from __future__ import annotations
 
 import datetime
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,7 +39,10 @@ def _describe(value: object) -> str:
         return "an object"
     if isinstance(value, (list, tuple)):
         return "an array"
-    return f"a {type(value).__name__}"
+    kind = type(value)
+    # numpy's bool prints as "bool": name its module, so the message does not read "expected a boolean, got a
+    # bool".
+    return f"a {kind.__name__}" if kind.__module__ == "builtins" else f"a {kind.__module__}.{kind.__name__}"
 
 
 def _join(path: str, key: str) -> str:
@@ -138,13 +142,17 @@ class _Compiler:
         kind = type(value)
         if kind is float or kind is int:
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)  # numpy scalars and other real-number subclasses
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            # Scores straight out of numpy or a vector store (np.float32 is no float subclass), Fractions:
+            # numbers to the reference's JSON, so numbers here.
+            return float(value)
         raise self.fail(path, "a number", value)
 
     def _integer(self, value: Any, path: str) -> Any:
         if type(value) is int:
             return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)  # np.int64 and the like
         raise self.fail(path, "an integer", value)
 
     def _boolean(self, value: Any, path: str) -> Any:
