@@ -7,17 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _undo_openllmetry_langchain_callback_patch() -> Iterator[None]:
+def undo_openllmetry_langchain_callback_patch() -> None:
     """Remove the LangChain patch that OpenLLMetry's ``uninstrument()`` leaves behind.
 
     opentelemetry-instrumentation-langchain (0.62) wraps ``BaseCallbackManager.__init__`` to add its callback
     handler, but its ``_uninstrument`` unwraps a dotted name that ``unwrap`` cannot resolve, so the wrapper
     stays. Every later LangChain call in the process would then still be traced by the old tracer, and its spans
-    would become the parents of other tests' spans. Tests instrument and uninstrument within themselves, so a
-    wrapper still present when a test is done is such a leftover.
+    would become the parents of other tests' spans.
     """
-    yield
     try:
         from langchain_core.callbacks.base import BaseCallbackManager
         from opentelemetry.instrumentation.utils import unwrap
@@ -25,3 +22,11 @@ def _undo_openllmetry_langchain_callback_patch() -> Iterator[None]:
         return
     if hasattr(BaseCallbackManager.__dict__.get("__init__"), "__wrapped__"):
         unwrap(BaseCallbackManager, "__init__")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _undo_openllmetry_langchain_callback_patch() -> Iterator[None]:
+    """Test modules instrument and uninstrument within themselves (some for the whole module), so a wrapper
+    still present when a module is done is a leftover."""
+    yield
+    undo_openllmetry_langchain_callback_patch()

@@ -32,6 +32,8 @@ from rag_confidence import semconv
 from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, record_signals, scored_answer
 from rag_confidence.scoring import compute_confidence
 
+from .conftest import undo_openllmetry_langchain_callback_patch
+
 PASSAGES = {
     "kb-retention": ("Backups are retained for 35 days in the primary region.", "runbook", "2024-11-02"),
     "kb-restore": ("A restore takes about 20 minutes per 100 GB of data.", "runbook", "2024-08-19"),
@@ -100,6 +102,8 @@ def telemetry() -> Iterator[Telemetry]:
     built = Telemetry()
     yield built
     built.provider.shutdown()
+    # Each test here instruments on its own: the OpenLLMetry test's leftover patch must not reach the next.
+    undo_openllmetry_langchain_callback_patch()
 
 
 def langchain_chain() -> Any:
