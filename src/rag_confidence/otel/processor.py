@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,23 +29,17 @@ from . import registry
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .enriched_span import copy_with
 from .events import EvaluationEmitter
-from .held_evaluations import Evaluations, by_span, split_evaluations, with_evaluations
+from .held_evaluations import Evaluations, with_evaluations
 from .limits import check_processor_limits
 from .metrics import ConfidenceInstruments, span_context_as_parent
-from .pipeline import ProcessorCounts, observe_processor
+from .pipeline import observe_processor
+from .trace_buffers import TraceBuffers
 from .worker import BackgroundWorker
 
 __all__ = ["ConfidenceSpanProcessor", "ProcessorStats"]
 
 _logger = logging.getLogger(__name__)
 
-# Ended local roots and marked answers remembered per trace (for work that outlives them): a bound for traces
-# with very many answers.
-_MAX_ANCHORS_PER_TRACE = 256
-
-
-# Traces with evaluations held before any of their spans was buffered (see ConfidenceSpanProcessor._early).
-_MAX_EARLY_TRACES = 1024
 
 # Failures on the span path are logged with their traceback this many times per processor, then only counted.
 _LOGGED_FAILURES = 5
@@ -77,29 +69,6 @@ class ProcessorStats:
     spans_received: int = 0
     #: Answer spans that ``@scored_answer`` had scored already (forwarded untouched).
     answers_already_scored: int = 0
-
-
-class _PendingTrace:
-    """The ended spans of one trace whose local root has not ended yet."""
-
-    __slots__ = ("answered", "created", "evaluations", "may_answer", "spans")
-
-    def __init__(self, created: float) -> None:
-        # When a span of the trace was last buffered: the TTL runs from there, so a long trace still producing
-        # spans (an agent at work) is not evicted while active.
-        self.created = created
-        self.spans: list[ReadableSpan] = []
-        # Evaluation results logged for spans of this trace (span id, event), read as events of those spans.
-        self.evaluations: list[tuple[int, EventRecord]] = []
-        # The parents of the marked answers taken from this buffer: a local root with one of them in its subtree
-        # (itself included) answered already, and is no answer by rule (c); another local root of the trace is
-        # not concerned. A mark moves up to the parent of an answer that takes it with its subtree.
-        self.answered: set[int] = set()
-        # True once a buffered span is a retrieval or a marked answer; None while some spans were buffered
-        # without that screen (background scoring leaves it to the worker) and none passed it. Traces with
-        # False (most traffic of a service that also answers questions) are released at their root without
-        # any signal work.
-        self.may_answer: bool | None = False
 
 
 class ConfidenceSpanProcessor(SpanProcessor):
@@ -175,44 +144,16 @@ class ConfidenceSpanProcessor(SpanProcessor):
         self._scorer = AnswerScorer(config, signal_options)
         self._instruments = ConfidenceInstruments(meter_provider)
         self._events = EvaluationEmitter(logger_provider) if emit_events else None
-        self._max_pending_traces = max_pending_traces
-        self._max_spans_per_trace = max_spans_per_trace
-        self._ttl_s = pending_ttl_s
-        self._lock = threading.Lock()
-        # Insertion order is creation order, so the oldest trace is always first: eviction is O(1).
-        self._pending: OrderedDict[int, _PendingTrace] = OrderedDict()
-        # Evaluations logged in traces none of whose spans is buffered here (yet): kept apart from the span
-        # buffers, so a judge logging for spans this processor never sees costs no buffer and no eviction.
-        # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
-        self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
-        # Work that outlives what it belongs to. Per trace (most recent last, at most max_pending_traces each):
-        # the local roots and marked answers that ended (a child of one that ends after it is never read, and
-        # opens no buffer): one span id, or a set of them for a trace with several (an int spares a set per
-        # trace).
-        self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
-        # The local roots of each trace: [running, started, ended] here. A request is over when one ended and
-        # none runs; a trace not listed proves nothing (its root may have started before this processor saw it).
-        # Changed under _roots_lock, not self._lock, which the scoring worker holds for long: a span starting on
-        # the application thread never waits for scoring. Read under self._lock without it (one dict read).
-        # Tuples of ints, which the garbage collector stops tracking: ten thousand lists would slow every
-        # collection.
-        self._roots: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
-        self._roots_lock = threading.Lock()
-        # Changed under self._lock only; read by stats() and, at metric collection, by the pipeline metrics.
-        self._counts = ProcessorCounts(lock=self._lock)
+        self._buffers = TraceBuffers(
+            max_traces=max_pending_traces, max_spans_per_trace=max_spans_per_trace, ttl_s=pending_ttl_s
+        )
+        # The processor's counters share the buffers' lock: one lock round per span for both.
+        self._counts = self._buffers.counts
         observe_processor(meter_provider, self._counts, self._observed_gauges)
         registry.register(self)
 
     def _after_fork_in_child(self) -> None:
-        # A thread of the parent (the scoring worker, one ending spans) may have held the lock at the fork; the
-        # traces buffered then are the parent's, whose spans end there.
-        self._lock = threading.Lock()
-        self._roots_lock = threading.Lock()
-        self._counts.lock = self._lock
-        self._pending.clear()
-        self._early.clear()
-        self._ended.clear()
-        self._roots.clear()
+        self._buffers.reset_after_fork()
 
     # -- SpanProcessor ---------------------------------------------------------------------------------------
 
@@ -220,19 +161,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Count a starting local root (so a child ending after it is known as late work), then pass the span
         to the downstream processor."""
         parent = span.parent
-        context = span.context if parent is None or parent.is_remote else None  # only local roots are counted
-        if context is not None:
-            trace_id = context.trace_id
-            roots = self._roots
-            with self._roots_lock:
-                entry = roots.get(trace_id)
-                if entry is None:
-                    roots[trace_id] = (1, 1, 0)
-                    if len(roots) > self._max_pending_traces:  # roots that never end: forget the oldest
-                        roots.popitem(last=False)
-                else:
-                    roots[trace_id] = (entry[0] + 1, entry[1] + 1, entry[2])
-                    roots.move_to_end(trace_id)
+        if parent is None or parent.is_remote:  # only local roots are counted
+            context = span.context
+            if context is not None:
+                self._buffers.root_started(context.trace_id)
         try:
             self._downstream.on_start(span, parent_context=parent_context)
         except Exception:
@@ -264,9 +196,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             if self._worker is not None:
                 self._worker.stop(timeout_s=30.0)
         finally:
-            with self._lock:
-                self._pending.clear()
-                self._early.clear()
+            self._buffers.clear()
             try:
                 self._downstream.shutdown()
             except Exception:
@@ -296,8 +226,8 @@ class ConfidenceSpanProcessor(SpanProcessor):
         """Counters since creation; ``traces_evicted`` above zero means answers went unscored (see the class
         docstring for the bounds)."""
         counts = self._counts
-        with self._lock:
-            self._evict(time.monotonic(), making_room=False)
+        with self._buffers.lock:
+            pending_traces = self._buffers.pending_traces()
             return ProcessorStats(
                 spans_forwarded=counts.spans_forwarded,
                 answers_scored=counts.answers_scored,
@@ -307,16 +237,15 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 + counts.failures_downstream,
                 traces_evicted=counts.evicted_max_age + counts.evicted_max_traces,
                 spans_not_buffered=counts.spans_unbuffered,
-                pending_traces=len(self._pending),
+                pending_traces=pending_traces,
                 spans_received=counts.spans_received,
                 answers_already_scored=counts.answers_already_scored,
             )
 
     def _observed_gauges(self) -> tuple[int, int]:
         """Pending traces and answers queued for the worker, for the pipeline metrics."""
-        with self._lock:
-            self._evict(time.monotonic(), making_room=False)
-            pending = len(self._pending)
+        with self._buffers.lock:
+            pending = self._buffers.pending_traces()
         return pending, self._worker.queued() if self._worker is not None else 0
 
     def pending_spans_under(self, span_context: SpanContext) -> list[ReadableSpan] | None:
@@ -324,12 +253,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
         ``@scored_answer`` reads these to score its answer before the answer span ends.
         """
-        with self._lock:
-            pending = self._pending.get(span_context.trace_id)
-            spans = list(pending.spans) if pending is not None else None
-        if spans is None:
-            return None
-        return _subtree(spans, span_context.span_id)
+        return self._buffers.pending_spans_under(span_context)
 
     def add_evaluation(self, trace_id: int, span_id: int, event: EventRecord, *, trace_open: bool) -> bool:
         """Hold an evaluation result for span ``span_id`` of trace ``trace_id``: when that span's answer is
@@ -341,31 +265,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
         ``max_spans_per_trace`` per trace. Returns whether it was held: an evaluation of an answer already
         scored comes too late.
         """
-        with self._lock:
-            pending = self._pending.get(trace_id)
-            if pending is not None:
-                held = pending.evaluations
-            else:
-                early = self._early.get(trace_id)
-                if early is None:
-                    if not trace_open:
-                        return False
-                    now = time.monotonic()
-                    self._evict_early(now)
-                    early = self._early[trace_id] = (now, [])
-                held = early[1]
-            if len(held) >= self._max_spans_per_trace:
-                return False
-            held.append((span_id, event))
-            return True
+        return self._buffers.add_evaluation(trace_id, span_id, event, trace_open=trace_open)
 
     def pending_evaluations(self, trace_id: int) -> Evaluations:
         """The evaluation results held for spans of ``trace_id``, by span id (a copy)."""
-        with self._lock:
-            pending = self._pending.get(trace_id)
-            early = self._early.get(trace_id)
-            held = [*(pending.evaluations if pending is not None else ()), *(early[1] if early else ())]
-        return by_span(held)
+        return self._buffers.pending_evaluations(trace_id)
 
     # -- the span path ---------------------------------------------------------------------------------------
 
@@ -383,16 +287,18 @@ class ConfidenceSpanProcessor(SpanProcessor):
         # keep until the TTL and count as an eviction.
         if not (local_root or marked or claim is False):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
-            self._buffer(context.trace_id, span, None if self._worker is not None else _may_hold_answer(span))
+            self._buffers.buffer(
+                context.trace_id, span, None if self._worker is not None else _may_hold_answer(span)
+            )
             return span
         trace_id = context.trace_id
         if local_root:
-            self._root_ended(trace_id)
-        with self._lock:
+            self._buffers.root_ended(trace_id)
+        with self._buffers.lock:
             # Here, on the thread that ends it, not on the worker: a child ending after it must see it ended, and
             # whether its request is over is decided now, not when the worker gets to it.
-            self._anchor_ended(trace_id, context.span_id)
-            orphan = not local_root and self._request_over(trace_id)
+            self._buffers.anchor_ended(trace_id, context.span_id)
+            orphan = not local_root and self._buffers.request_over(trace_id)
             if self._worker is not None:
                 # Counted as received before the worker can forward it, so received never trails forwarded.
                 self._counts.spans_received += 1
@@ -419,7 +325,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         ``orphan``: a marked answer whose request was over when it ended (it leaves no mark)."""
         parent = span.parent
         declined = not marked and ended_span_attributes(span).get(semconv.RAG_ANSWER) is False
-        members, answered_before, may_answer, evaluations = self._take(
+        members, answered_before, may_answer, evaluations = self._buffers.take(
             context.trace_id,
             context.span_id,
             local_root=local_root,
@@ -432,7 +338,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         if _already_scored(ended_span_attributes(span)):
             # Scored by @scored_answer before it ended (metrics and event are recorded already), also when a
             # full attribute table evicted its rag.answer mark.
-            with self._lock:
+            with self._buffers.lock:
                 self._counts.answers_already_scored += 1
             return span
         if (
@@ -461,7 +367,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         except Exception:
             # Handed over all the same: what the downstream did with it is its own to report.
             self._count_failure("the downstream span processor failed in on_end", _DOWNSTREAM)
-        with self._lock:
+        with self._buffers.lock:
             self._counts.spans_received += received
             self._counts.spans_forwarded += 1
 
@@ -481,12 +387,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
         try:
             scored = self._scorer.score(group.spans)
         except Exception as error:
-            with self._lock:
+            with self._buffers.lock:
                 self._counts.answers_failed += 1
             self._count_failure("scoring an answer failed", semconv.PROCESSOR_FAILURE_SCORING)
             return copy_with(span, {semconv.RAG_CONFIDENCE_ERROR: type(error).__name__})
         self._publish(scored, context)
-        with self._lock:
+        with self._buffers.lock:
             self._counts.answers_scored += 1
         return copy_with(span, scored.attributes)
 
@@ -502,204 +408,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 semconv.PROCESSOR_FAILURE_RECORDING,
             )
 
-    def _buffer(self, trace_id: int, span: ReadableSpan, may_answer: bool | None) -> None:
-        """Hold ``span`` until its answer or local root ends; ``may_answer`` None: not screened yet."""
-        with self._lock:
-            pending = self._pending.get(trace_id)
-            ended = self._ended.get(trace_id)
-            if ended is not None and self._late_child_released(trace_id, span, pending, ended):
-                return
-            now = time.monotonic()
-            if pending is None:
-                pending = self._open(trace_id, now)
-            else:
-                pending.created = now
-                self._pending.move_to_end(trace_id)
-            if len(pending.spans) < self._max_spans_per_trace:
-                pending.spans.append(span)
-                if may_answer or pending.may_answer is False:
-                    pending.may_answer = may_answer
-            else:
-                self._counts.spans_unbuffered += 1
-
-    def _late_child_released(
-        self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None, ended: int | set[int]
-    ) -> bool:
-        """True when ``span`` is a child of a local root or marked answer that ended before it (fire-and-forget
-        work): nothing reads it (only spans that end before their answer count), so it is not buffered, and
-        what its subtree buffered is released; the buffer goes too once it is empty and no local root of the
-        trace is running. Deeper spans of such work are buffered as usual (a marked answer in it is still
-        scored with them) until the top span of the work ends. Lock held."""
-        parent = span.parent
-        context = span.context
-        if parent is None or context is None:
-            return False
-        if parent.span_id != ended if isinstance(ended, int) else parent.span_id not in ended:
-            return False
-        if pending is not None:
-            members = _subtree(pending.spans, context.span_id) if pending.spans else []
-            _remove(pending, members)
-            if pending.answered:  # marks of answers in this work: no root will come for them
-                pending.answered.difference_update(_span_ids(members))
-                pending.answered.discard(context.span_id)
-            if not pending.spans and not pending.answered and self._request_over(trace_id):
-                self._release(trace_id, pending)
-        return True
-
-    def _release(self, trace_id: int, pending: _PendingTrace) -> None:
-        """Drop the buffer of ``trace_id``, keeping the evaluations held for spans still to end; lock held."""
-        del self._pending[trace_id]
-        self._keep_early(trace_id, pending.evaluations)
-
-    def _request_over(self, trace_id: int) -> bool:
-        """Whether a local root of ``trace_id`` ended here and none is running."""
-        entry = self._roots.get(trace_id)
-        return entry is not None and entry[2] > 0 and entry[0] <= 0
-
-    def _anchor_ended(self, trace_id: int, span_id: int) -> None:
-        """Note that a local root or marked answer ended; lock held."""
-        anchors = self._ended
-        ended = anchors.get(trace_id)
-        if ended is None:
-            anchors[trace_id] = span_id
-            if len(anchors) > self._max_pending_traces:
-                anchors.popitem(last=False)
-            return
-        anchors.move_to_end(trace_id)
-        if isinstance(ended, int):
-            anchors[trace_id] = {ended, span_id}
-        elif len(ended) < _MAX_ANCHORS_PER_TRACE:
-            ended.add(span_id)
-
-    def _root_ended(self, trace_id: int) -> None:
-        roots = self._roots
-        with self._roots_lock:
-            entry = roots.get(trace_id)
-            if entry is None:  # its start was not seen here
-                roots[trace_id] = (0, 0, 1)
-                if len(roots) > self._max_pending_traces:
-                    roots.popitem(last=False)
-            else:
-                roots[trace_id] = (max(0, entry[0] - 1), entry[1], entry[2] + 1)
-
-    def _roots_started(self, trace_id: int) -> int:
-        entry = self._roots.get(trace_id)
-        return entry[1] if entry is not None else 0
-
-    def _open(self, trace_id: int, now: float) -> _PendingTrace:
-        """A new buffer for ``trace_id``, holding the evaluations logged before it opened; lock held."""
-        self._evict(now)
-        pending = self._pending[trace_id] = _PendingTrace(now)
-        early = self._early.pop(trace_id, None)
-        if early is not None:
-            pending.evaluations = early[1]
-        return pending
-
-    def _keep_early(self, trace_id: int, items: list[tuple[int, EventRecord]]) -> None:
-        """Hold evaluations of a trace whose buffer is released (they belong to spans not scored yet, such as
-        another local root of the trace still running); lock held."""
-        if items:
-            now = time.monotonic()
-            self._evict_early(now)
-            self._early[trace_id] = (now, items)
-
-    def _evict_early(self, now: float, making_room: bool = True) -> None:
-        early = self._early
-        deadline = now - self._ttl_s
-        while early:
-            created, _ = next(iter(early.values()))
-            if created > deadline and (not making_room or len(early) < _MAX_EARLY_TRACES):
-                break
-            early.popitem(last=False)
-
-    def _evict(self, now: float, making_room: bool = True) -> None:
-        # Lock held. Called once per new trace (amortised O(1)), and, expired buffers only, when the stats or
-        # the pipeline gauges are read: an idle process then lets go of its last buffers without new traffic.
-        pending = self._pending
-        deadline = now - self._ttl_s
-        while pending:
-            oldest = next(iter(pending.values()))
-            if oldest.created <= deadline:
-                self._counts.evicted_max_age += 1
-            elif making_room and len(pending) >= self._max_pending_traces:
-                self._counts.evicted_max_traces += 1
-            else:
-                break
-            pending.popitem(last=False)
-        if not making_room:
-            self._evict_early(now, making_room=False)
-
-    def _take(
-        self,
-        trace_id: int,
-        span_id: int,
-        *,
-        local_root: bool,
-        orphan: bool = False,
-        parent_span_id: int | None = None,
-        answers_itself: bool = True,
-    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
-        """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
-        before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
-        that screen), and the evaluations held for those spans and the answer. A local root releases its
-        trace; a nested answer leaves a mark that it was answered. A nested declined answer
-        (``answers_itself`` False) passes on only the marks of answers beneath it."""
-        with self._lock:
-            pending = self._pending.get(trace_id)
-            # An orphan (a marked answer in work that outlived its request) needs no buffer: no root will read
-            # its mark, and nothing would release it.
-            if pending is None:
-                if local_root or orphan:
-                    # Nothing of this trace ended beneath it.
-                    early = self._early.pop(trace_id, None)
-                    if early is None:
-                        return [], False, False, {}
-                    mine, others = split_evaluations(early[1], {span_id})
-                    self._keep_early(trace_id, others)
-                    return [], False, False, by_span(mine)
-                pending = self._open(trace_id, time.monotonic())
-            marks = pending.answered
-            if local_root and pending.may_answer is False and not marks:
-                # Nothing in this trace can be scored but a marked root: release all of it without walking the
-                # tree. (Another local root of the same trace, if any, loses buffered spans that held no
-                # retrieval; evaluations of its spans are kept.)
-                del self._pending[trace_id]
-                ids = _span_ids(pending.spans)
-                ids.add(span_id)
-                mine, others = split_evaluations(pending.evaluations, ids)
-                self._keep_early(trace_id, others)
-                return pending.spans, False, False, by_span(mine)
-            members = _subtree(pending.spans, span_id) if pending.spans else []
-            beneath = _span_ids(members)
-            beneath.add(span_id)
-            answered = False
-            if marks:
-                # The marks of answers beneath this span: for a local root, it answered already; for a marked
-                # answer, they move up to its own parent below.
-                answered = not marks.isdisjoint(beneath)
-                marks.difference_update(beneath)
-                if local_root and marks and self._roots_started(trace_id) <= 1:
-                    # The trace's only local root here: the other marks are its own too, out of its reach in the
-                    # buffer (beneath a span another provider made, say). It answered already. (With several
-                    # roots they stay for the others to claim.)
-                    answered = True
-                    marks.clear()
-            _remove(pending, members)
-            evaluations: Evaluations = {}
-            if pending.evaluations:
-                mine, pending.evaluations = split_evaluations(pending.evaluations, beneath)
-                evaluations = by_span(mine)
-            if not local_root and not orphan and parent_span_id is not None and (answers_itself or answered):
-                marks.add(parent_span_id)
-            # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
-            # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
-            if (local_root or orphan) and not pending.spans and not marks:
-                self._release(trace_id, pending)
-            return members, answered, pending.may_answer, evaluations
-
     def _count_failure(self, message: str, reason: str) -> None:
         counts = self._counts
-        with self._lock:
+        with self._buffers.lock:
             if reason == semconv.PROCESSOR_FAILURE_SCORING:
                 counts.failures_scoring += 1
             elif reason == semconv.PROCESSOR_FAILURE_RECORDING:
@@ -738,38 +449,3 @@ def _may_hold_answer(span: ReadableSpan) -> bool:
 
 def _already_scored(attributes: Mapping[str, Any]) -> bool:
     return semconv.RAG_CONFIDENCE_ACTION in attributes or semconv.RAG_CONFIDENCE_ERROR in attributes
-
-
-def _span_ids(spans: list[ReadableSpan]) -> set[int]:
-    return {span.context.span_id for span in spans if span.context is not None}
-
-
-def _remove(pending: _PendingTrace, members: list[ReadableSpan]) -> None:
-    """Take ``members`` (spans of ``pending``, in buffer order) out of its buffer."""
-    if len(members) == len(pending.spans):
-        pending.spans = []
-    elif members:
-        taken = {id(member) for member in members}
-        pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
-
-
-def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]:
-    """The spans beneath ``root_span_id`` (transitively), in buffer order."""
-    children: dict[int, list[int]] = {}
-    for index, span in enumerate(spans):
-        parent = span.parent
-        if parent is not None and not parent.is_remote:
-            children.setdefault(parent.span_id, []).append(index)
-    selected: list[int] = []
-    stack = [root_span_id]
-    seen = {root_span_id}
-    while stack:
-        for index in children.get(stack.pop(), ()):
-            selected.append(index)
-            context = spans[index].context
-            child_id = context.span_id if context is not None else None
-            if child_id is not None and child_id not in seen:
-                seen.add(child_id)
-                stack.append(child_id)
-    selected.sort()
-    return [spans[index] for index in selected]
