@@ -2,8 +2,9 @@
 
 >>> from rag_confidence.otel import ConfidenceSpanProcessor, scored_answer, record_signals, last_scorecard
 
-Modules by job: ``processor`` (the span processor: buffering, answer detection, forwarding), ``worker`` (its
-background scoring thread), ``limits`` (its numeric options), ``enriched_span`` (the scored copy it forwards),
+Modules by job: ``processor`` (the span processor's span path: answer detection, scoring, forwarding),
+``trace_buffers`` (its per-trace state: buffered spans, late work, running roots), ``worker`` (its background
+scoring thread), ``limits`` (its numeric options), ``enriched_span`` (the scored copy it forwards),
 ``registry`` (live processors, for the decorator), ``held_evaluations`` (evaluation results held for spans
 until their answer is scored), ``decorator`` (``@scored_answer``), ``recording`` (``record_signals``,
 ``mark_answer``), ``answer_scoring`` (spans -> signals -> scorecard -> attributes, shared with the gateway),
