@@ -127,12 +127,12 @@ def test_a_thread_given_the_callers_context_voids_its_card(setup: Setup) -> None
 
 
 def test_sequential_calls_in_one_thread_keep_no_chain_of_earlier_cards(setup: Setup) -> None:
-    from rag_confidence.otel import decorator
+    from rag_confidence.otel import answer_state
 
     _, answer_sync = _answers(setup)
     for _ in range(3):
         answer_sync(False)
-    latest = decorator._LAST.get()
+    latest = answer_state._LAST.get()
     assert latest is not None and latest.scorecard is not None
     assert latest.__slots__ == ("scorecard",)  # one card per context, nothing linked to earlier ones
 

@@ -2,17 +2,22 @@
 
 >>> from rag_confidence.otel import ConfidenceSpanProcessor, scored_answer, record_signals, last_scorecard
 
-Modules by job: ``processor`` (the span processor's span path: answer detection, scoring, forwarding),
-``trace_buffers`` (its per-trace state: buffered spans, late work, running roots), ``worker`` (its background
-scoring thread), ``limits`` (its numeric options), ``enriched_span`` (the scored copy it forwards),
-``registry`` (live processors, for the decorator), ``held_evaluations`` (evaluation results held for spans
-until their answer is scored), ``decorator`` (``@scored_answer``), ``recording`` (``record_signals``,
-``mark_answer``), ``answer_scoring`` (spans -> signals -> scorecard -> attributes, shared with the gateway),
-``attributes`` (scorecard -> span attributes), ``metrics`` (the confidence instruments), ``pipeline`` (the
-processor's own health metrics), ``events`` (the ``gen_ai.evaluation.result`` log record we emit),
-``evaluations`` (the log record processor that reads evaluators' ``gen_ai.evaluation.result`` records),
-``setup`` (``OTEL_*`` environment setup and the ``opentelemetry-instrument`` configurator), ``demo``
-(``rag-confidence demo``).
+Modules by job:
+
+- the span processor: ``processor`` (its span path: answer detection, scoring, forwarding), ``trace_buffers``
+  (its per-trace state: buffered spans, late work, running roots), ``worker`` (background scoring),
+  ``limits`` (its numeric options), ``enriched_span`` (the scored copy it forwards), ``held_evaluations``
+  (evaluation results held until their answer is scored), ``registry`` (live processors, for the decorator),
+  ``pipeline`` (its own health metrics), ``evaluations`` (the log record processor that hands it evaluators'
+  ``gen_ai.evaluation.result`` records);
+- the decorator: ``decorator`` (``@scored_answer``), ``answer_state`` (``last_scorecard`` and what a call
+  leaves in its context), ``callables`` (what it reads of a function and of a result), ``streaming``
+  (generator answers), ``result_signals`` (``signals(result)`` as inputs), ``recording`` (``record_signals``,
+  ``mark_answer``);
+- shared: ``answer_scoring`` (spans -> signals -> scorecard -> attributes, also the gateway's),
+  ``attributes`` (scorecard -> span attributes), ``metrics`` (the confidence instruments), ``events`` (the
+  ``gen_ai.evaluation.result`` log record we emit), ``setup`` (``OTEL_*`` environment setup and the
+  ``opentelemetry-instrument`` configurator), ``demo`` (``rag-confidence demo``).
 """
 
 from __future__ import annotations

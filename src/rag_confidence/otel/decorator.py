@@ -7,31 +7,32 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, TypeVar, cast, overload
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, TracerProvider
 
 from .. import semconv
 from ..errors import UsageError
 from ..scoring.models import ConfidenceScorecard, ScoringConfig
 from ..signals import SignalOptions, find_answers
-from ..signals.native import ATTRIBUTE_BY_KEYWORD, FIELDS
 from ..signals.records import SpanRecord
 from .answer_scoring import AnswerScorer
+from .answer_state import OWN_SPANS, decline, last_scorecard, set_last, starting
+from .callables import ASYNC_GENERATOR, COROUTINE, GENERATOR, call_kind, check_options, is_stream, name_of
 from .events import EvaluationEmitter
 from .held_evaluations import with_evaluations
 from .metrics import ConfidenceInstruments, package_version
 from .processor import ConfidenceSpanProcessor
-from .recording import _SINK, _SignalSink
+from .recording import SIGNAL_SINK, SignalSink
 from .registry import pending_evaluations, pending_spans_under
+from .result_signals import overrides_from_result
+from .streaming import Stream
 
 __all__ = ["last_scorecard", "scored_answer"]
 
@@ -40,65 +41,12 @@ _logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 SignalsFromResult = Callable[[Any], "Mapping[str, Any] | None"]
 ScoreCallback = Callable[[ConfidenceScorecard, Any], None]
-Finish = Callable[[Span, _SignalSink, Any], None]
 
 
-class _Latest:
-    """What :func:`last_scorecard` reads in one context.
-
-    Mutable on purpose: a task or thread started from a context (``gather``, ``create_task``,
-    ``asyncio.to_thread``, ``copy_context().run``, ``wait_for`` on Python < 3.12) shares the context's object,
-    and a scored call starting there empties it, so the caller then reads None, never the card of an earlier
-    answer. Each finished call puts a new object in its own context, so a card never leaks into a sibling task.
-    """
-
-    __slots__ = ("scorecard",)
-
-    def __init__(self, scorecard: ConfidenceScorecard | None) -> None:
-        self.scorecard = scorecard
-
-
-_LAST: ContextVar[_Latest | None] = ContextVar("rag_confidence_last_scorecard", default=None)
-# The answer spans of the decorated calls running in this context: adopt_current_span never adopts one of them
-# (two calls would score one span).
-_OWN_SPANS: ContextVar[tuple[Span, ...]] = ContextVar("rag_confidence_answer_spans", default=())
 # Span ids for records that stand in for spans: 0 (the invalid id) for the ``record_signals`` values when no
 # processor buffered the answer's spans, 1 for the answer when its span is not recording (no SDK installed).
 _SINK_SPAN_ID = 0
 _UNRECORDED_ANSWER_SPAN_ID = 1
-
-
-def last_scorecard() -> ConfidenceScorecard | None:
-    """The scorecard of the latest ``@scored_answer`` call that returned in this thread or task.
-
-    Read it right after a call made directly (``answer(q)``, ``await answer(q)``) to gate on the recommended
-    action::
-
-        text = answer("What is the notice period?")
-        card = last_scorecard()
-        if card is None or card.recommended_action == "abstain":
-            text = "I can't answer that reliably."
-
-    It is None before any scored call, after a call that raised or whose scoring failed, after a stream closed
-    before its end (once iterated: a generator's code, ours included, runs from the first ``next``), and after
-    a call that ran in another task or thread started from here (``gather``, ``create_task``,
-    ``asyncio.to_thread``, ``wait_for`` on Python < 3.12): that call sets it in its own task only. Use
-    ``on_score`` for those, and for threads that do not carry the context (``loop.run_in_executor``,
-    ``ThreadPoolExecutor.submit``), where the caller keeps reading its own earlier card.
-    """
-    latest = _LAST.get()
-    return None if latest is None else latest.scorecard
-
-
-def _starting() -> None:
-    """A scored call starts: whatever card this context (or the one it was copied from) holds is superseded."""
-    latest = _LAST.get()
-    if latest is not None:
-        latest.scorecard = None
-
-
-def _set_last(scorecard: ConfidenceScorecard | None) -> None:
-    _LAST.set(_Latest(scorecard))
 
 
 @overload
@@ -166,7 +114,7 @@ def scored_answer(
                 "by keyword (signals=... or on_score=...)"
             )
         return scored_answer()(config)
-    _check_options(name=name, signals=signals, on_score=on_score, signal_options=signal_options)
+    check_options(name=name, signals=signals, on_score=on_score, signal_options=signal_options)
     scorer = AnswerScorer(config, signal_options)
     instruments = ConfidenceInstruments(meter_provider)
     events = EvaluationEmitter(logger_provider) if emit_events else None
@@ -183,25 +131,25 @@ def scored_answer(
                 f"@scored_answer decorates functions (def, async def, generators, methods), not "
                 f"{'the class ' + function.__name__ if inspect.isclass(function) else type(function).__name__}"
             )
-        span_name = name or _span_name(function)
-        kind = _kind(function)
+        span_name = name or name_of(function)
+        kind = call_kind(function)
 
         def open_answer() -> tuple[Span, bool]:
             """The answer span, and whether this call opened it (and so ends it)."""
             current = trace.get_current_span()
-            if adopt_current_span and current.is_recording() and current not in _OWN_SPANS.get():
+            if adopt_current_span and current.is_recording() and current not in OWN_SPANS.get():
                 current.set_attribute(semconv.RAG_ANSWER, True)
                 return current, False
             return tracer.start_span(span_name, attributes={semconv.RAG_ANSWER: True}), True
 
         @contextmanager
-        def answer_scope() -> Iterator[tuple[Span, _SignalSink]]:
-            _starting()
-            sink = _SignalSink()
-            token = _SINK.set(sink)
+        def answer_scope() -> Iterator[tuple[Span, SignalSink]]:
+            starting()
+            sink = SignalSink()
+            token = SIGNAL_SINK.set(sink)
             try:
                 span, opened = open_answer()
-                own_token = _OWN_SPANS.set((*_OWN_SPANS.get(), span))
+                own_token = OWN_SPANS.set((*OWN_SPANS.get(), span))
                 try:
                     if opened:
                         with trace.use_span(span, end_on_exit=True):
@@ -209,22 +157,22 @@ def scored_answer(
                     else:
                         yield span, sink
                 finally:
-                    _OWN_SPANS.reset(own_token)
+                    OWN_SPANS.reset(own_token)
             finally:
-                _SINK.reset(token)
+                SIGNAL_SINK.reset(token)
 
-        def finish(span: Span, sink: _SignalSink, result: Any) -> None:
+        def finish(span: Span, sink: SignalSink, result: Any) -> None:
             scorecard = _score(span, sink, result, scorer, signals, instruments, events)
-            _set_last(scorecard)
+            set_last(scorecard)
             if scorecard is not None and on_score is not None:
                 try:
                     on_score(scorecard, result)
                 except Exception:
                     _logger.exception("rag-confidence: the on_score callback raised")
 
-        if kind in (_GENERATOR, _ASYNC_GENERATOR):
-            stream = _Stream(open_answer, finish)
-            wrapped = stream.wrap_async(function) if kind == _ASYNC_GENERATOR else stream.wrap(function)
+        if kind in (GENERATOR, ASYNC_GENERATOR):
+            stream = Stream(open_answer, finish)
+            wrapped = stream.wrap_async(function) if kind == ASYNC_GENERATOR else stream.wrap(function)
             return cast(F, wrapped)
 
         warned: list[bool] = []
@@ -234,7 +182,7 @@ def scored_answer(
             call is declined (scoring now would score an empty answer), with one warning per function."""
             if inspect.isawaitable(result):
                 what, advice = "an awaitable without being an async function", "the async function itself"
-            elif _is_stream(result):
+            elif is_stream(result):
                 what, advice = f"a stream ({type(result).__name__})", "a generator that yields its items"
             else:
                 return False
@@ -247,10 +195,10 @@ def scored_answer(
                     what,
                     advice,
                 )
-            _failed(span)
+            decline(span)
             return True
 
-        if kind == _COROUTINE:
+        if kind == COROUTINE:
 
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -258,7 +206,7 @@ def scored_answer(
                     try:
                         result = await function(*args, **kwargs)
                     except BaseException:
-                        _failed(span)
+                        decline(span)
                         raise
                     if not declined(span, result):
                         finish(span, sink, result)
@@ -272,7 +220,7 @@ def scored_answer(
                 try:
                     result = function(*args, **kwargs)
                 except BaseException:
-                    _failed(span)
+                    decline(span)
                     raise
                 if not declined(span, result):
                     finish(span, sink, result)
@@ -285,7 +233,7 @@ def scored_answer(
 
 def _score(
     span: Span,
-    sink: _SignalSink,
+    sink: SignalSink,
     result: Any,
     scorer: AnswerScorer,
     signals: SignalsFromResult | None,
@@ -320,7 +268,7 @@ def _score(
         group = next((g for g in find_answers(records) if g.answer.span_id == answer.span_id), None)
         if group is None:  # cannot happen with the answer record marked; never a bare StopIteration
             raise RuntimeError("the answer span was not found among its own records")
-        overrides = _overrides(signals(result)) if signals is not None else None
+        overrides = overrides_from_result(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)
     except Exception as error:
         _logger.warning("rag-confidence: scoring the answer failed", exc_info=True)
@@ -355,227 +303,6 @@ def _read_by_a_processor(span: Span) -> bool:
     return any(isinstance(processor, ConfidenceSpanProcessor) for processor in processors)
 
 
-# Stream objects of the frameworks a RAG answer function returns, recognised by the attribute that holds the
-# stream (duck-typed, so none of them is imported): LlamaIndex's StreamingResponse (``response_gen``) and
-# AsyncStreamingResponse (``async_response_gen``), Starlette's and FastAPI's StreamingResponse
-# (``body_iterator``).
-_STREAM_HOLDERS = ("response_gen", "async_response_gen", "body_iterator")
-
-
-def _is_stream(result: Any) -> bool:
-    """A generator, an iterator or async iterator (LangChain's ``chain.stream()``), or a framework's stream
-    object: what a function returns when its answer is produced as the caller reads it."""
-    if isinstance(result, (Iterator, AsyncIterator)):
-        return True
-    return any(
-        getattr(type(result), name, None) is not None or _has_field(result, name) for name in _STREAM_HOLDERS
-    )
-
-
-def _has_field(result: Any, name: str) -> bool:
-    # Instance fields (a dataclass's response_gen) live in the instance dict or slots, not on the type.
-    try:
-        return name in vars(result)
-    except TypeError:
-        return False
-
-
-def _failed(span: Span, *, clear_last: bool = True) -> None:
-    # A call that raised produced no answer: declined (rag.answer = false), the processor does not score it, nor
-    # its trace's root for the retrieval the call made. Nor is an earlier call's scorecard left to gate on.
-    if span.is_recording():
-        span.set_attribute(semconv.RAG_ANSWER, False)
-    if clear_last:
-        _set_last(None)
-
-
-_COROUTINE, _GENERATOR, _ASYNC_GENERATOR, _PLAIN = "coroutine", "generator", "async generator", "plain"
-
-
-def _kind(function: Callable[..., Any]) -> str:
-    """How calls of ``function`` produce their result. ``inspect`` sees through ``functools.partial`` and
-    bound methods; an instance with an ``async def __call__`` is read through its ``__call__``."""
-    candidates: list[object] = [function]
-    if not (
-        inspect.isfunction(function) or inspect.ismethod(function) or isinstance(function, functools.partial)
-    ):
-        candidates.append(type(function).__call__)  # an instance with an async def __call__, say
-    for candidate in candidates:
-        if inspect.isasyncgenfunction(candidate):
-            return _ASYNC_GENERATOR
-        if inspect.isgeneratorfunction(candidate):
-            return _GENERATOR
-        if inspect.iscoroutinefunction(candidate):
-            return _COROUTINE
-    return _PLAIN
-
-
-def _span_name(function: Callable[..., Any]) -> str:
-    """``Class.method`` reads well in a trace view; ``outer.<locals>.inner`` does not. A partial is named after
-    its function, a callable object after its class."""
-    target: Any = function
-    while isinstance(target, functools.partial):
-        target = target.func
-    qualname = getattr(target, "__qualname__", None)
-    if not isinstance(qualname, str):
-        qualname = type(target).__qualname__
-    return qualname.rpartition("<locals>.")[2]
-
-
-def _check_options(
-    *,
-    name: object,
-    signals: object,
-    on_score: object,
-    signal_options: object,
-) -> None:
-    """The decorator's options, checked where it is applied rather than at every call."""
-    if name is not None and not isinstance(name, str):
-        raise UsageError(f"scored_answer(name=...) must be a string, not {type(name).__name__}")
-    for option, value in (("signals", signals), ("on_score", on_score)):
-        if value is not None and not callable(value):
-            raise UsageError(
-                f"scored_answer({option}=...) must be a callable taking the result, not {type(value).__name__}"
-            )
-    if signal_options is not None and not isinstance(signal_options, SignalOptions):
-        raise UsageError(
-            f"scored_answer(signal_options=...) must be a SignalOptions, not {type(signal_options).__name__}"
-        )
-
-
-class _Stream:
-    """Generator functions (a streamed answer): the whole iteration is the answer, scored once exhausted.
-
-    The answer span and the ``record_signals`` sink are current only while the generator's own code runs,
-    step by step, never in the consumer's code between items: the consumer's spans do not land under the
-    answer, and a stream closed from another context (garbage collection, say) has nothing to detach. A
-    stream that raises, or is closed before its end, is not scored (as a call that raises).
-    """
-
-    def __init__(self, open_answer: Callable[[], tuple[Span, bool]], finish: Finish) -> None:
-        self._open_answer = open_answer
-        self._finish = finish
-
-    def _start(self) -> tuple[Span, bool, _Place]:
-        _starting()
-        span, opened = self._open_answer()
-        return span, opened, _Place(trace.set_span_in_context(span), _SignalSink(), span)
-
-    def wrap(
-        self, function: Callable[..., Generator[Any, Any, Any]]
-    ) -> Callable[..., Generator[Any, Any, Any]]:
-        stream = self
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            span, opened, place = stream._start()
-            try:
-                with place.entered():
-                    inner = function(*args, **kwargs)
-                sent: Any = None
-                thrown: BaseException | None = None
-                while True:
-                    with place.entered():
-                        try:
-                            item = inner.send(sent) if thrown is None else inner.throw(thrown)
-                        except StopIteration as stop:
-                            result = stop.value
-                            break
-                    thrown = None
-                    try:
-                        sent = yield item
-                    except GeneratorExit:
-                        with place.entered():
-                            inner.close()
-                        raise
-                    except BaseException as error:  # thrown in by the consumer: the generator's to handle
-                        thrown = error
-                with place.entered():
-                    stream._finish(span, place.sink, result)
-            except BaseException as error:
-                _stream_failed(span, error)
-                raise
-            finally:
-                if opened:
-                    span.end()
-            return result
-
-        return wrapper
-
-    def wrap_async(
-        self, function: Callable[..., AsyncGenerator[Any, Any]]
-    ) -> Callable[..., AsyncGenerator[Any, Any]]:
-        stream = self
-
-        @functools.wraps(function)
-        async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-            span, opened, place = stream._start()
-            try:
-                with place.entered():
-                    inner = function(*args, **kwargs)
-                sent: Any = None
-                thrown: BaseException | None = None
-                while True:
-                    with place.entered():
-                        try:
-                            item = await (inner.asend(sent) if thrown is None else inner.athrow(thrown))
-                        except StopAsyncIteration:
-                            break
-                    thrown = None
-                    try:
-                        sent = yield item
-                    except GeneratorExit:
-                        with place.entered():
-                            await inner.aclose()
-                        raise
-                    except BaseException as error:
-                        thrown = error
-                with place.entered():
-                    stream._finish(span, place.sink, None)  # an async generator returns no value
-            except BaseException as error:
-                _stream_failed(span, error)
-                raise
-            finally:
-                if opened:
-                    span.end()
-
-        return wrapper
-
-
-class _Place:
-    """Where a streamed answer's own code runs: the context its last step left (the answer span, or a span its
-    code opened and is still inside, across a ``yield``), and the ``record_signals`` sink of the answer."""
-
-    __slots__ = ("context", "sink", "span")
-
-    def __init__(self, context: otel_context.Context, sink: _SignalSink, span: Span) -> None:
-        self.context = context
-        self.sink = sink
-        self.span = span
-
-    @contextmanager
-    def entered(self) -> Iterator[None]:
-        token = otel_context.attach(self.context)
-        sink_token = _SINK.set(self.sink)
-        own_token = _OWN_SPANS.set((*_OWN_SPANS.get(), self.span))
-        try:
-            yield
-        finally:
-            self.context = otel_context.get_current()
-            _OWN_SPANS.reset(own_token)
-            _SINK.reset(sink_token)
-            otel_context.detach(token)
-
-
-def _stream_failed(span: Span, error: BaseException) -> None:
-    # Closed early (GeneratorExit) may happen anywhere, garbage collection included: only a failure the
-    # consumer saw clears the scorecard it reads in its own context.
-    _failed(span, clear_last=not isinstance(error, GeneratorExit))
-    if isinstance(error, Exception) and span.is_recording():  # as use_span records a plain call's error
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-
-
 def _answer_record(span: Span) -> SpanRecord:
     if isinstance(span, ReadableSpan):
         record = SpanRecord.from_readable_span(span)
@@ -588,46 +315,3 @@ def _answer_record(span: Span) -> SpanRecord:
     context = span.get_span_context()
     span_id = context.span_id if context.is_valid else _UNRECORDED_ANSWER_SPAN_ID
     return SpanRecord(context.trace_id, span_id, None, "answer", {semconv.RAG_ANSWER: True})
-
-
-def _overrides(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``signals(result)`` as camelCase inputs: ``record_signals`` keywords become their input paths."""
-    if values is None:
-        return None
-    if not isinstance(values, Mapping):
-        dump = getattr(values, "model_dump", None)
-        if dump is None:
-            raise UsageError(f"signals(result) must return a mapping, not {type(values).__name__}")
-        values = cast("Mapping[str, Any]", dump(by_alias=True, exclude_none=True))
-    overrides: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        attribute = ATTRIBUTE_BY_KEYWORD.get(key)
-        path = FIELDS[attribute][0] if attribute is not None else _camel(key)
-        head, _, tail = path.partition(".")
-        if tail:
-            nested = overrides.setdefault(head, {})
-            nested[tail] = value
-        else:
-            overrides[head] = _camel_keys(head, value)
-    return overrides
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _camel_keys(key: str, value: Any) -> Any:
-    # Only the keys of ScoringInputs' own objects are field names; ``retrievalScores`` keys are method names.
-    if key in ("claimSupport", "indexIntegrity") and isinstance(value, Mapping):
-        return {_camel(str(field)): item for field, item in value.items()}
-    if key == "candidates" and isinstance(value, list):
-        return [
-            {_camel(str(field)): item for field, item in candidate.items()}
-            if isinstance(candidate, Mapping)
-            else candidate
-            for candidate in value
-        ]
-    return value

@@ -95,7 +95,7 @@ class SignalKeywords(TypedDict, total=False):
     index_deleted_source_leakage_count: _Count
 
 
-class _SignalSink:
+class SignalSink:
     """Collects ``record_signals`` values for the ``@scored_answer`` call they happen in (a context-local),
     with the recording span each went to (None: no recording span took it)."""
 
@@ -121,7 +121,7 @@ class _SignalSink:
         return merged
 
 
-_SINK: ContextVar[_SignalSink | None] = ContextVar("rag_confidence_signal_sink", default=None)
+SIGNAL_SINK: ContextVar[SignalSink | None] = ContextVar("rag_confidence_signal_sink", default=None)
 
 
 def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
@@ -184,7 +184,7 @@ def record_signals(**signals: Unpack[SignalKeywords]) -> bool:
     kept for that answer, so they count even when the current span is not the answer's.
     """
     attributes = signal_attributes(**signals)
-    sink = _SINK.get()
+    sink = SIGNAL_SINK.get()
     span = trace.get_current_span()
     recording = span.is_recording()
     if sink is not None:
