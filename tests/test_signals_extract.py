@@ -445,3 +445,45 @@ def test_thousands_of_citation_markers_are_read_in_near_linear_time() -> None:
         signals.inputs["citationCount"] == 3 and signals.inputs["invalidCitationCount"] == 1
     )  # [0] is no position
     assert signals.inputs["citationCoverageScore"] == 0.75
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[doc" + "_" * 200_000,  # [-_:\s]+[\w.\-]+ split every way before a missing "]"
+        "[^" * 100_000,  # each "[^" scanned to the end of the text
+        "[doc" + " " * 200_000 + "x]",  # \s*[,;]\s* rescanning a long run of spaces
+        "[1" + ", 1" * 100_000,  # a list that never closes
+        ("[source:" + " " * 7 + "-" * 300) * 500,
+    ],
+    ids=["underscores", "caret brackets", "spaces", "open list", "long separators"],
+)
+def test_an_answer_written_to_make_citation_matching_backtrack_is_read_in_linear_time(text: str) -> None:
+    # The answer is a model's output, which a user can steer. Not a speed target: the backtracking patterns
+    # took minutes on a few dozen kilobytes, holding the GIL (the gateway stopped answering its probes).
+    import time
+
+    started = time.process_time()
+    extract_signals([answer(), retrieval(2, DOCS), generation(text)])
+    assert time.process_time() - started < 5.0
+
+
+@pytest.mark.parametrize(
+    ("text", "cited", "invalid"),
+    [
+        ("A [1]. B [2].", 2, 0),
+        ("A [1, 2]. B [1;2]. C [2 ,1]. D [1,\n2].", 2, 0),
+        ("A [^alpha]. B [^2].", 2, 0),
+        ("A [doc-1]. B [source: 2]. C [ref 3]. D [chunk_1].", 3, 0),
+        ("A [doc-zz]. B [Doc_9].", 0, 2),
+        ("A [docs]. B [references]. C [link](https://example.com).", 0, 0),
+        ("A [doc-_1].", 1, 0),
+    ],
+)
+def test_citation_markers_read_as_before_the_patterns_were_bounded(
+    text: str, cited: int, invalid: int
+) -> None:
+    # The same counts as the unbounded patterns gave (checked against them when they were replaced).
+    signals = extract_signals([answer(), retrieval(2, DOCS), generation(text)])
+    assert signals.inputs.get("citationCount", 0) == cited
+    assert signals.inputs.get("invalidCitationCount", 0) == invalid

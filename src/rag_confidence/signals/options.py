@@ -49,11 +49,14 @@ DEFAULT_ANSWER_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 # Each pattern's first group is the marker's reference; a reference may list several (``[1, 3]``), split on
 # commas and semicolons. Markdown links (``[text](url)``) are not matched by the defaults.
+# Every repetition is bounded, and no two neighbouring parts can match the same character: the answer text is a
+# model's output, which a user may steer, and a pattern that backtracks over it (``[doc____...`` against
+# ``[-_:\s]+[\w.\-]+``) would hold the GIL for minutes on a few dozen kilobytes.
 DEFAULT_CITATION_PATTERNS: tuple[str, ...] = (
-    r"\[\^([^\]\s]+)\]",  # [^2]
-    r"\[(\d+(?:\s*[,;]\s*\d+)*)\](?!\()",  # [1], [1, 3]
+    r"\[\^([^\[\]\s]{1,256})\]",  # [^2]
+    r"\[(\d{1,18}(?:\s{0,8}[,;]\s{0,8}\d{1,18}){0,255})\](?!\()",  # [1], [1, 3]
     # [doc-3], [doc3], [source: 2], [ref 4] -- but not a bare word such as [docs] or [references]
-    r"(?i)\[((?:doc|document|source|src|ref|chunk)(?:[-_:\s]+[\w.\-]+|\d[\w.\-]*))\](?!\()",
+    r"(?i)\[((?:doc|document|source|src|ref|chunk)(?:[-_:\s]{1,8}[^\W_][\w.\-]{0,255}|\d[\w.\-]{0,255}))\](?!\()",
 )
 
 # Evaluation names (OpenInference ``evaluations.*``, GenAI ``gen_ai.evaluation.name``) read as inputs,
