@@ -278,14 +278,16 @@ def _returned_streams() -> dict[str, Any]:
     LlamaIndex's streaming query responses (sync and async), a plain generator and an async generator."""
     from langchain_core.runnables import RunnableLambda
     from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+    from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
     async def tokens() -> AsyncIterator[str]:
         yield "text"
 
     return {
         "langchain": lambda: RunnableLambda(lambda question: "text").stream("q"),
-        "llamaindex": lambda: StreamingResponse(response_gen=iter(["text"])),
+        "llamaindex": lambda: StreamingResponse(response_gen=(token for token in ["text"])),
         "llamaindex async": lambda: AsyncStreamingResponse(response_gen=tokens()),
+        "llamaindex chat": lambda: StreamingAgentChatResponse(chat_stream=(token for token in ())),
         "generator": lambda: (token for token in ["text"]),
         "async generator": tokens,
     }
@@ -325,8 +327,40 @@ def test_a_function_returning_a_stream_is_declined_with_one_warning(
     assert (setup.spans()["answer"].attributes or {})[semconv.RAG_ANSWER] is False
 
 
+def _complete_answers() -> list[Any]:
+    """Results that hold a whole answer, some of them iterable or shaped like a stream holder."""
+    import dataclasses
+    import io
+    from unittest import mock
+
+    from llama_index.core.base.response.schema import StreamingResponse
+    from llama_index.core.chat_engine.types import AgentChatResponse
+
+    @dataclasses.dataclass
+    class Reply:
+        text: str
+        response_gen: Any = None
+
+    exhausted = (token for token in ["text"])
+    list(exhausted)  # consumed inside the call: the answer was produced within its span
+    consumed = StreamingResponse(response_gen=None, response_txt="text")
+    return [
+        "text",
+        ["text"],
+        {"answer": "text"},
+        None,
+        AgentChatResponse(response="text"),  # has a response_gen property, and is no stream
+        io.StringIO("text"),
+        Reply("text"),
+        exhausted,
+        consumed,
+        mock.MagicMock(),
+    ]
+
+
 def test_results_that_are_no_stream_are_scored(setup: Setup) -> None:
-    for result in ("text", ["text"], {"answer": "text"}, None):
+    results = _complete_answers()
+    for result in results:
 
         @setup.decorate(name="answer")
         def answer(result: Any = result) -> Any:
@@ -334,8 +368,29 @@ def test_results_that_are_no_stream_are_scored(setup: Setup) -> None:
             return result
 
         answer()
-        assert last_scorecard() is not None
-    assert setup.score_count() == 4
+        assert last_scorecard() is not None, result
+    assert setup.score_count() == len(results)
+
+
+def test_a_call_that_returns_with_its_span_set_to_error_is_still_scored(setup: Setup) -> None:
+    # A handled failure (a fallback answer) may leave status ERROR on the span: the call returned an answer.
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(support_level="high", has_conflict=False)
+        trace.get_current_span().set_status(Status(StatusCode.ERROR, "primary model down: fell back"))
+        return "fallback text"
+
+    assert answer() == "fallback text"
+    card = last_scorecard()
+    assert card is not None and _total(card) == STRONG.total
+    attributes = setup.spans()["answer"].attributes or {}
+    assert semconv.RAG_CONFIDENCE_ERROR not in attributes
+    assert attributes[semconv.RAG_CONFIDENCE_TOTAL] == STRONG.total
 
 
 def test_adopting_inside_another_decorated_call_opens_its_own_answer(setup: Setup) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
@@ -75,26 +75,30 @@ def check_options(
         )
 
 
-# Stream objects of the frameworks a RAG answer function returns, recognised by the attribute that holds the
-# stream (duck-typed, so none of them is imported): LlamaIndex's StreamingResponse (``response_gen``) and
-# AsyncStreamingResponse (``async_response_gen``), Starlette's and FastAPI's StreamingResponse
-# (``body_iterator``).
-_STREAM_HOLDERS = ("response_gen", "async_response_gen", "body_iterator")
+# Where the frameworks' stream objects hold their stream (duck-typed, so none of them is imported): LlamaIndex's
+# StreamingResponse and AsyncStreamingResponse (``response_gen``), its StreamingAgentChatResponse
+# (``chat_stream``, ``achat_stream``), Starlette's and FastAPI's StreamingResponse (``body_iterator``). Only an
+# instance value counts: LlamaIndex's non-streamed AgentChatResponse has a ``response_gen`` *property*.
+_STREAM_HOLDERS = ("response_gen", "chat_stream", "achat_stream", "body_iterator")
 
 
 def is_stream(result: Any) -> bool:
-    """A generator, an iterator or async iterator (LangChain's ``chain.stream()``), or a framework's stream
-    object: what a function returns when its answer is produced as the caller reads it."""
-    if isinstance(result, (Iterator, AsyncIterator)):
+    """Whether a call returned its answer as a stream not read yet: a generator or async generator still open
+    (LangChain's ``chain.stream()``/``astream()``), or a framework's stream object holding one. An exhausted
+    stream, any other iterator (a file, a mock) and complete answers are no stream."""
+    if _open_generator(result):
         return True
-    return any(
-        getattr(type(result), name, None) is not None or _has_field(result, name) for name in _STREAM_HOLDERS
-    )
-
-
-def _has_field(result: Any, name: str) -> bool:
-    # Instance fields (a dataclass's response_gen) live in the instance dict or slots, not on the type.
     try:
-        return name in vars(result)
-    except TypeError:
+        fields = vars(result)
+    except TypeError:  # no instance dict: a str, a number, a slotted object
         return False
+    return any(_open_generator(fields.get(name)) for name in _STREAM_HOLDERS)
+
+
+def _open_generator(value: Any) -> bool:
+    # A closed generator (exhausted inside the call) has no frame: its answer was produced within the span.
+    if inspect.isgenerator(value):
+        return value.gi_frame is not None
+    if inspect.isasyncgen(value):
+        return value.ag_frame is not None
+    return False

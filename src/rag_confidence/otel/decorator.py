@@ -266,8 +266,8 @@ def _score(
             if evaluations:  # logged by an evaluator beneath the answer (see EvaluationLogProcessor)
                 records = with_evaluations(records, evaluations)
         group = next((g for g in find_answers(records) if g.answer.span_id == answer.span_id), None)
-        if group is None:  # cannot happen with the answer record marked; never a bare StopIteration
-            raise RuntimeError("the answer span was not found among its own records")
+        if group is None:  # the answer record is marked and carries no status: never a bare StopIteration
+            raise RuntimeError("find_answers did not take the decorated call's span as its answer")
         overrides = overrides_from_result(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)
     except Exception as error:
@@ -306,10 +306,13 @@ def _read_by_a_processor(span: Span) -> bool:
 def _answer_record(span: Span) -> SpanRecord:
     if isinstance(span, ReadableSpan):
         record = SpanRecord.from_readable_span(span)
+        # This call returned, so its span is its answer, whatever a nested call that adopted the same span and
+        # failed (rag.answer = false), a full attribute table, or a status ERROR its code set while handling a
+        # failure (a fallback answer is still an answer) left on it.
         if record.attributes.get(semconv.RAG_ANSWER) is not True:
-            # This call returned, so its span is its answer, whatever a nested call that adopted the same
-            # span and failed (rag.answer = false) or a full attribute table left on it.
-            return dataclasses.replace(record, attributes={**record.attributes, semconv.RAG_ANSWER: True})
+            record = dataclasses.replace(record, attributes={**record.attributes, semconv.RAG_ANSWER: True})
+        if record.status_code is not None:
+            record = dataclasses.replace(record, status_code=None)
         return record
     # A span from another SDK: ids only, marked so that it is its own answer.
     context = span.get_span_context()
