@@ -142,3 +142,21 @@ def test_marqo_hits_written_as_themselves_give_ids_scores_and_metadata(
         {"retrievalScores": {"marqo": 0.55}, "combinedScore": 0.55, "documentId": "doc-2", "rank": 2},
     ]
     assert signals.skipped == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ((9.0,), [1 / 10.0]),  # beyond [-1, 1]: no cosine, an L2 distance
+        ((4.0, 4.0), [1 / 5.0, 1 / 5.0]),  # tied and beyond [-1, 1]
+        ((0.8,), [0.8]),  # within it: MilvusClient's default COSINE
+        ((0.7, 0.7), [0.7, 0.7]),
+    ],
+    ids=["one far hit", "tied far hits", "one hit within [-1, 1]", "tied hits within [-1, 1]"],
+)
+def test_milvus_values_with_no_order_to_read_are_told_apart_by_their_range(
+    traced: tuple[Tracer, InMemorySpanExporter], values: tuple[float, ...], expected: list[float]
+) -> None:
+    names = "ABCD"[: len(values)]
+    scores = milvus_scores(traced, [hits(*zip(names, values, strict=True))])
+    assert [score for _, score in scores] == [pytest.approx(value) for value in expected]

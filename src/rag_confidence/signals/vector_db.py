@@ -7,14 +7,17 @@
   depends on the metric: a distance for ``L2``/``HAMMING``/``JACCARD`` (smaller is closer), a similarity for
   ``COSINE``/``IP``/``BM25`` and for a hybrid search's ranker score (larger is closer; ``MilvusClient`` creates
   ``COSINE`` collections by default). The metric in ``db.milvus.search.search_params`` decides when the span
-  records one; otherwise the order does: Milvus returns each query's hits best first, so values that never
-  increase down one query's list are similarities, and values that increase somewhere are distances.
+  records one; otherwise the order does: Milvus returns each query's hits best first, so values that fall
+  down one query's list (and never rise) are similarities, and values that rise somewhere are distances. With
+  no order to read (one hit, ties), a value beyond [-1, 1] is a distance, and values within it are read as
+  ``COSINE`` similarities: an ``L2`` search returning one close hit should record its metric.
 - Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
   ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,7 +74,7 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     if searches:
         similar = _metric_is_similarity(span.attributes, reader)
         for hits in searches.values():
-            if similar is False or (similar is None and not _never_increase(hits)):
+            if similar is False or (similar is None and not _reads_as_similarity(hits)):
                 continue
             for hit in hits:
                 if hit.score is None and hit.distance is not None:
@@ -105,15 +108,16 @@ def _metric_is_similarity(attributes: Mapping[str, Any], reader: Reader) -> bool
     return None
 
 
-def _never_increase(hits: list[RawDocument]) -> bool:
+def _reads_as_similarity(hits: list[RawDocument]) -> bool:
+    """Whether one query's hits (best first) hold similarities: they fall somewhere and never rise. With no
+    order to read (one hit, ties), a value beyond [-1, 1] is a distance (cosine and normalised inner products
+    stay within it); within it, the similarity of ``MilvusClient``'s default ``COSINE`` metric."""
     # A scratch reader: the score rule reads these values again and counts any it has to skip, once.
     scratch = Reader()
-    previous: float | None = None
-    for hit in hits:
-        value = scratch.number(hit.distance)
-        if value is None:
-            continue
-        if previous is not None and value > previous:
+    values = [value for value in (scratch.number(hit.distance) for hit in hits) if value is not None]
+    falls = False
+    for previous, value in itertools.pairwise(values):
+        if value > previous:
             return False
-        previous = value
-    return True
+        falls = falls or value < previous
+    return falls or all(-1.0 <= value <= 1.0 for value in values)
