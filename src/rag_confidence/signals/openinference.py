@@ -236,12 +236,15 @@ def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
     evaluations: list[Evaluation] = []
     # Span feedback describes the span carrying it: on a retriever or reranker it grades the retrieval (Phoenix's
     # document relevance), not the answer. Trace feedback describes the whole trace wherever it is recorded.
-    about_retrieval = span_kind(span) in _RETRIEVAL_KINDS
+    about_retrieval: bool | None = None  # asked only of spans that carry feedback: most carry none
     for prefix, name_key, score_key, label_key, first_name_key, span_scoped in _EVALUATION_FORMS:
         if prefix not in attributes and first_name_key not in attributes:
             continue
-        if span_scoped and about_retrieval:
-            continue
+        if span_scoped:
+            if about_retrieval is None:
+                about_retrieval = span_kind(span) in _RETRIEVAL_KINDS
+            if about_retrieval:
+                continue
         for item in indexed(attributes, prefix, reader):
             name = reader.string(item.get(name_key))
             if name is None:
