@@ -229,3 +229,19 @@ def test_a_failed_marked_answer_leaves_its_root_unscored(traced: tuple[Tracer, I
         with pytest.raises(ValueError), tracer.start_as_current_span("answer", attributes=MARKED):
             raise ValueError
     assert find_answers(records(exporter)) == []
+
+
+def test_a_long_chain_of_marked_answers_is_resolved_in_linear_time() -> None:
+    # Each marked answer's local root was walked for afresh: 20,000 nested answers (a request built to be slow,
+    # or a long agent run) took minutes. Not a speed target: a generous bound the quadratic walk exceeds by far.
+    import time
+
+    depth = 20_000
+    spans = [
+        SpanRecord(1, index, index - 1 if index > 1 else None, f"step {index}", MARKED)
+        for index in range(1, depth + 1)
+    ]
+    started = time.process_time()
+    groups = find_answers(spans)
+    assert time.process_time() - started < 5.0
+    assert len(groups) == depth and all(len(group.spans) == 1 for group in groups)

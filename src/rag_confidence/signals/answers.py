@@ -186,6 +186,7 @@ def _trace_answers(
     members: dict[int, list[SpanRecord]] = {}
     answers: dict[int, tuple[SpanRecord, AnswerRule]] = {}
     root_has_marked: set[int] = set()
+    roots: dict[int, int] = {}  # span id -> the id of its local root, for every span a walk up went through
     root_has_retrieval: set[int] = set()
     for span in by_id.values():
         answer, marked = _resolve(span, by_id, owner, seen)
@@ -199,7 +200,7 @@ def _trace_answers(
             if is_marked_answer(answer):  # else declined: its subtree makes no answer at all
                 if answer.status_code != _FAILED:
                     answers[answer_id] = (answer, "marked")
-                root_has_marked.add(_root_id(answer, by_id, seen))
+                root_has_marked.add(_root_id(answer, by_id, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
 
@@ -274,13 +275,26 @@ def _resolve(
     return found
 
 
-def _root_id(span: SpanRecord, by_id: dict[int, SpanRecord], seen: set[int]) -> int:
+def _root_id(span: SpanRecord, by_id: dict[int, SpanRecord], seen: set[int], roots: dict[int, int]) -> int:
+    """The id of ``span``'s local root. Every span walked through is remembered in ``roots``, so a chain of many
+    marked answers (an agent's steps, or a request built to be slow) is walked once, not once per answer."""
     seen.clear()
+    path: list[int] = []
     current = span
     while True:
         span_id = current.span_id
+        known = roots.get(span_id)
+        if known is not None:
+            root = known
+            break
         parent = _parent_of(current, by_id)
         if parent is None or span_id in seen:
-            return span_id
+            root = span_id
+            path.append(span_id)
+            break
         seen.add(span_id)
+        path.append(span_id)
         current = parent
+    for walked in path:
+        roots[walked] = root
+    return root
