@@ -470,3 +470,26 @@ def test_attributes_are_written_as_field_by_field_writing_would(attributes: dict
         span.attributes.add(key="kept").value.string_value = "yes"
         set_attributes(span, attributes)
         assert span.SerializeToString() == expected.SerializeToString()
+
+
+@pytest.mark.parametrize("invalid_count", [3, 100], ids=["deleted one by one", "valid spans put back"])
+def test_invalid_spans_are_dropped_and_the_answer_among_them_is_still_enriched(invalid_count: int) -> None:
+    # Many invalid spans are not deleted one by one (each delete shifts every span behind it: a million in front
+    # of 65,000 valid spans cost 12 s of CPU); the valid ones are put back, and must still be the spans scored.
+    def bad(index: int) -> ProtoSpan:
+        return ProtoSpan(trace_id=b"\x00" * 16, span_id=(9).to_bytes(8, "big"), name=f"bad {index}")
+
+    valid = [*_plain_trace(1), *_rag_trace(2)]
+    mixed: list[ProtoSpan] = []
+    for index in range(max(invalid_count, len(valid))):
+        if index < invalid_count:
+            mixed.append(bad(index))
+        if index < len(valid):
+            mixed.append(valid[index])
+    request = _request(mixed)
+    prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
+    assert prepared.rejected == invalid_count
+    after = list(iter_spans(prepared.request))
+    assert [span.name for span in after] == ["db", "GET /items", "db", "GET /items"]
+    assert semconv.RAG_CONFIDENCE_TOTAL in attributes_to_dict(after[-1].attributes)
+    assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
