@@ -622,3 +622,19 @@ def test_an_answer_whose_attributes_cannot_be_written_costs_no_other_answer_its_
         any(kv.key in (semconv.RAG_CONFIDENCE_TOTAL, semconv.RAG_CONFIDENCE_ERROR) for kv in span.attributes)
         for span in answers
     )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_the_downstream_named_in_the_start_up_log_hides_its_password(
+    monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    from rag_confidence.gateway.forward import forwarder_from_environment
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector-user:hunter2@127.0.0.1:9")
+    forwarder = forwarder_from_environment()
+    try:
+        assert "hunter2" not in forwarder.description
+        assert "collector-user:***@127.0.0.1:9" in forwarder.description
+    finally:
+        forwarder.shutdown()

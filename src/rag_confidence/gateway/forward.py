@@ -82,6 +82,23 @@ class Forwarder(Protocol):
     def shutdown(self) -> None: ...
 
 
+def without_credentials(endpoint: str) -> str:
+    """``endpoint`` for a log line: a password in it (``https://user:secret@host``) becomes ``***``.
+
+    >>> without_credentials("https://user:hunter2@collector:4318/v1/traces")
+    'https://user:***@collector:4318/v1/traces'
+    >>> without_credentials("collector:4317")
+    'collector:4317'
+    """
+    scheme, separator, rest = endpoint.rpartition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at:
+        return endpoint
+    user = userinfo.partition(":")[0]
+    return f"{scheme}{separator}{user}:***@{host}{slash}{path}"
+
+
 class _GrpcRequestExporter(GrpcSpanExporter):
     """The SDK gRPC span exporter, given an ``ExportTraceServiceRequest`` instead of ``ReadableSpan``s."""
 
@@ -99,7 +116,7 @@ class GrpcForwarder:
 
     @property
     def description(self) -> str:
-        return f"{PROTOCOL_GRPC} {self._exporter._endpoint}"
+        return f"{PROTOCOL_GRPC} {without_credentials(str(self._exporter._endpoint))}"
 
     def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
         try:
@@ -133,7 +150,7 @@ class HttpForwarder:
 
     @property
     def description(self) -> str:
-        return f"{PROTOCOL_HTTP_PROTOBUF} {self._exporter._endpoint}"
+        return f"{PROTOCOL_HTTP_PROTOBUF} {without_credentials(str(self._exporter._endpoint))}"
 
     def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
         try:
