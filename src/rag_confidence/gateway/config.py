@@ -136,6 +136,16 @@ class GatewayConfig:
         ):
             if value <= 0:
                 raise ConfigValidationError(f"{option} must be positive", path=option)
+        # grpcio takes the message size limit and the per-connection stream limit as 32-bit ints.
+        if self.max_request_bytes > _GRPC_INT_MAX:
+            raise ConfigValidationError(
+                f"--max-request-bytes must be at most {_GRPC_INT_MAX} (2 GiB - 1)", path="--max-request-bytes"
+            )
+        if self.max_concurrent_requests + max(self.max_queued_requests, 0) > _GRPC_INT_MAX:
+            raise ConfigValidationError(
+                f"--max-concurrent-requests plus --max-queued-requests must be at most {_GRPC_INT_MAX}",
+                path="--max-concurrent-requests",
+            )
         for option, value in (
             ("--max-queued-requests", self.max_queued_requests),
             ("--retry-after", self.retry_after),
@@ -155,6 +165,9 @@ class GatewayConfig:
             create_scorer(dict(self.scoring_config))  # a bad scoring config fails at start, not per answer
         if self.auth_token is not None and not self.auth_token.strip():
             raise ConfigValidationError("the bearer token is empty", path="auth_token")
+
+
+_GRPC_INT_MAX = 2**31 - 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
