@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import semconv
 from tests.test_gateway_support import (
+    LOOPBACK,
     DownstreamReceiver,
     Recording,
     attributes_of,
@@ -33,6 +34,7 @@ from tests.test_gateway_support import (
     test_config,
     tracer_provider,
 )
+from tests.test_gateway_support import downstream as downstream  # the fixture, for pytest
 
 
 def _start_later(receiver: DownstreamReceiver, delay: float) -> threading.Timer:
@@ -201,3 +203,45 @@ def test_answer_span_split_from_its_children_scored_with_the_assembly_window(
                     assert answer[semconv.RAG_CONFIDENCE_CANDIDATES] == 0
     finally:
         receiver.stop()
+
+
+def test_a_body_trickling_in_gets_408_at_its_deadline_and_frees_its_slot(
+    downstream: DownstreamReceiver,
+) -> None:
+    """A client that sends its headers and then its body a byte at a time held the only processing slot for as
+    long as it liked: every other request, on both listeners, waited and was refused with 503."""
+    import socket
+    import urllib.request
+
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    config = test_config(max_concurrent_requests=1, queue_timeout=10.0, body_timeout=0.5)
+    with running_gateway(config) as running:
+        slow = socket.create_connection((LOOPBACK, running.http_port))
+        try:
+            slow.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/x-protobuf\r\n"
+                b"Content-Length: 1000\r\n\r\n" + body[:1]
+            )
+            admission = running.gateway.admission
+            assert admission is not None and eventually(lambda: admission.active == 1)
+            started = time.monotonic()
+            request = urllib.request.Request(
+                f"{running.http_url}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 200  # served once the slow body's deadline freed the slot
+            assert time.monotonic() - started < 5.0
+            slow.settimeout(5)
+            assert slow.recv(4096).startswith(b"HTTP/1.1 408")
+        finally:
+            slow.close()
+        assert downstream.wait_for_spans(2)
+        timed_out = [
+            point
+            for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION)
+            if point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME)
+            == semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
+        ]
+        assert sum(point.count for point in timed_out) == 1

@@ -26,6 +26,7 @@ ENV_MAX_REQUEST_BYTES = ENV_PREFIX + "MAX_REQUEST_BYTES"
 ENV_MAX_CONCURRENT = ENV_PREFIX + "MAX_CONCURRENT_REQUESTS"
 ENV_MAX_QUEUED = ENV_PREFIX + "MAX_QUEUED_REQUESTS"
 ENV_QUEUE_TIMEOUT = ENV_PREFIX + "QUEUE_TIMEOUT"
+ENV_BODY_TIMEOUT = ENV_PREFIX + "BODY_TIMEOUT"
 ENV_RETRY_AFTER = ENV_PREFIX + "RETRY_AFTER"
 ENV_AUTH_TOKEN = ENV_PREFIX + "AUTH_TOKEN"
 ENV_AUTH_TOKEN_FILE = ENV_PREFIX + "AUTH_TOKEN_FILE"
@@ -44,6 +45,7 @@ _FLAG_OF_ENV = {
     ENV_MAX_CONCURRENT: "--max-concurrent-requests",
     ENV_MAX_QUEUED: "--max-queued-requests",
     ENV_QUEUE_TIMEOUT: "--queue-timeout",
+    ENV_BODY_TIMEOUT: "--body-timeout",
     ENV_RETRY_AFTER: "--retry-after",
     ENV_ASSEMBLY_MAX_AGE: "--assembly-max-age",
     ENV_ASSEMBLY_MAX_TRACES: "--assembly-max-traces",
@@ -119,6 +121,7 @@ class GatewayConfig:
     max_concurrent_requests: int = 4
     max_queued_requests: int = 32
     queue_timeout: float = 5.0
+    body_timeout: float = 10.0
     retry_after: int = 1
     auth_token: str | None = None
     tls: TlsSettings | None = None
@@ -161,6 +164,10 @@ class GatewayConfig:
         ):
             if not (math.isfinite(seconds) and seconds >= 0):
                 raise ConfigValidationError(f"{option} must be a finite number of seconds >= 0", path=option)
+        if not (math.isfinite(self.body_timeout) and self.body_timeout > 0):
+            raise ConfigValidationError(
+                "--body-timeout must be a finite number of seconds > 0", path="--body-timeout"
+            )
         if self.scoring_config is not None:
             create_scorer(dict(self.scoring_config))  # a bad scoring config fails at start, not per answer
         if self.auth_token is not None and not self.auth_token.strip():
@@ -209,6 +216,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help=f"longest wait for a slot (env {ENV_QUEUE_TIMEOUT}; default 5)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"longest time to receive an OTLP/HTTP body while holding a slot; a slower one gets 408 "
+        f"(env {ENV_BODY_TIMEOUT}; default 10)",
     )
     limits.add_argument(
         "--retry-after",
@@ -328,6 +342,7 @@ def config_from_arguments(
             max_concurrent_requests=int(number(args.max_concurrent_requests, ENV_MAX_CONCURRENT, 4, int)),
             max_queued_requests=int(number(args.max_queued_requests, ENV_MAX_QUEUED, 32, int)),
             queue_timeout=number(args.queue_timeout, ENV_QUEUE_TIMEOUT, 5.0, float),
+            body_timeout=number(args.body_timeout, ENV_BODY_TIMEOUT, 10.0, float),
             retry_after=int(number(args.retry_after, ENV_RETRY_AFTER, 1, int)),
             auth_token=token,
             tls=tls,

@@ -112,7 +112,15 @@ class HttpListener:
         assert gateway.admission is not None
         try:
             async with gateway.admission.slot():
-                body = await _read_limited(request, limit)
+                try:
+                    # A body trickling in holds a processing slot: a deadline frees it (a few such clients
+                    # would otherwise starve both listeners for as long as they keep their connections).
+                    body = await asyncio.wait_for(_read_limited(request, limit), gateway.config.body_timeout)
+                except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
+                    message = f"request body not received within {gateway.config.body_timeout:g} s"
+                    return _status_response(
+                        408, code_pb2.DEADLINE_EXCEEDED, message, reply_type
+                    ), semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
                 if body is None:
                     message = f"request body exceeds the limit of {limit} bytes"
                     return _status_response(
