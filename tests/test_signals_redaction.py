@@ -125,3 +125,21 @@ def test_hidden_content_of_documents_with_ids_of_their_own_is_only_absent() -> N
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
     assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 1
     assert signals.skipped == 0  # "__REDACTED__" is no metadata JSON gone bad
+
+
+def test_documents_whose_text_alone_was_hidden_keep_the_ids_of_their_metadata() -> None:
+    """A redactor hiding only the text (a custom TraceConfig masking, say) leaves the metadata that names each
+    document: its retrieval is readable and the answer's citations are judged."""
+    attributes: dict[str, object] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER}
+    for index, score in ((1, 0.9), (2, 0.6)):
+        attributes[f"retrieval.documents.{index - 1}.document.content"] = semconv.OI_REDACTED_VALUE
+        attributes[f"retrieval.documents.{index - 1}.document.metadata"] = (
+            f'{{"id": "doc-{index}", "score": {score}}}'
+        )
+    retriever = SpanRecord(1, 2, 1, "retrieve", attributes, end_time=1)
+    root = SpanRecord(1, 1, None, "query", {semconv.OI_OUTPUT_VALUE: "A [doc-1]. B [doc-7]."}, end_time=2)
+
+    signals = extract_signals([root, retriever])
+    assert [c["documentId"] for c in signals.inputs["candidates"]] == ["doc-1", "doc-2"]
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
+    assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 1

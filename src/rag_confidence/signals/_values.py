@@ -343,7 +343,7 @@ class RawDocument:
         # Further ids the document is known by (a LangChain ``Document.id`` next to a metadata id): citations
         # match them.
         self.aliases = aliases
-        # The producer hid its content or metadata (read as absent): the ids and scores they held are unknown.
+        # The producer hid its metadata (read as absent): the ids and scores it held are unknown.
         self.redacted = redacted
 
 

@@ -143,7 +143,9 @@ def _raw_document(document_id: Any, score: Any, content: Any, metadata: Any, rea
         None,
         shown_content,
         reader.mapping(shown_metadata) if shown_metadata is not None else None,
-        redacted=shown_content is not content or shown_metadata is not metadata,
+        # Only hidden metadata can take an id with it: text is no id, so a document whose text alone was hidden
+        # is still as citable as its metadata makes it.
+        redacted=shown_metadata is not metadata,
     )
 
 
