@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 
 
 def undo_openllmetry_langchain_callback_patch() -> None:
@@ -30,3 +34,13 @@ def _undo_openllmetry_langchain_callback_patch() -> Iterator[None]:
     still present when a module is done is a leftover."""
     yield
     undo_openllmetry_langchain_callback_patch()
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
+    """A tracer whose ended spans land in memory, one span at a time."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()

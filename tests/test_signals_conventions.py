@@ -9,12 +9,9 @@ OpenLLMetry vector-DB instrumentors' event shapes (``db.query.result`` / ``db.se
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
 
@@ -27,15 +24,6 @@ from rag_confidence.signals import (
     find_answers,
     records_from_readable_spans,
 )
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider.get_tracer("test"), exporter
-    provider.shutdown()
 
 
 def retrieval_span(tracer: Tracer, source: str, documents: object) -> None:

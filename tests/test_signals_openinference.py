@@ -4,11 +4,7 @@ with the SDK tracer exactly as the upstream instrumentors write them; each test 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AttributeValue
@@ -23,15 +19,6 @@ from rag_confidence.signals import (
 )
 
 DOCUMENTS = (("doc-1", 0.9), ("doc-2", 0.8))
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider.get_tracer("test"), exporter
-    provider.shutdown()
 
 
 def answer_with_llm_span(

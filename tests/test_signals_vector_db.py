@@ -7,26 +7,15 @@ built with the SDK tracer exactly as the upstream wrappers write them (opentelem
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span, Tracer
 
 from rag_confidence import semconv
 from rag_confidence.signals import extract_signals, find_answers, records_from_readable_spans
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider.get_tracer("test"), exporter
-    provider.shutdown()
 
 
 def milvus_search_events(span: Span, results: list[list[dict[str, Any]]]) -> None:

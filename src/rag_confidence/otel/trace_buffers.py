@@ -124,15 +124,8 @@ class TraceBuffers:
         return len(self._pending)
 
     def add_evaluation(self, trace_id: int, span_id: int, event: EventRecord, *, trace_open: bool) -> bool:
-        """Hold an evaluation result for span ``span_id`` of trace ``trace_id``: when that span's answer is
-        scored, it is read as an event of the span (a ``gen_ai.evaluation.result`` log record emitted in the
-        span's context, see :class:`~rag_confidence.otel.EvaluationLogProcessor`, which calls this).
-
-        Held while the trace is pending here, or, when ``trace_open`` (a span of the trace is still recording),
-        until a span of it ends here (at most 1,024 such traces, and ``pending_ttl_s``); at most
-        ``max_spans_per_trace`` per trace. Returns whether it was held: an evaluation of an answer already
-        scored comes too late.
-        """
+        """See :meth:`ConfidenceSpanProcessor.add_evaluation <rag_confidence.otel.ConfidenceSpanProcessor.
+        add_evaluation>`: held in the trace's buffer, else (``trace_open``) apart until one opens."""
         with self.lock:
             pending = self._pending.get(trace_id)
             if pending is not None:
