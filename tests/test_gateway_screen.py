@@ -472,10 +472,18 @@ def test_attributes_are_written_as_field_by_field_writing_would(attributes: dict
         assert span.SerializeToString() == expected.SerializeToString()
 
 
-@pytest.mark.parametrize("invalid_count", [3, 100], ids=["deleted one by one", "valid spans put back"])
-def test_invalid_spans_are_dropped_and_the_answer_among_them_is_still_enriched(invalid_count: int) -> None:
-    # Many invalid spans are not deleted one by one (each delete shifts every span behind it: a million in front
-    # of 65,000 valid spans cost 12 s of CPU); the valid ones are put back, and must still be the spans scored.
+@pytest.mark.parametrize(
+    ("invalid_count", "shifts_per_copy"),
+    [(3, 1000), (100, 1000), (100, 0)],
+    ids=["a few deleted", "runs deleted", "valid spans put back"],
+)
+def test_invalid_spans_are_dropped_and_the_answer_among_them_is_still_enriched(
+    monkeypatch: Any, invalid_count: int, shifts_per_copy: int
+) -> None:
+    # Where deleting would shift too many spans (a million invalid spans among 65,000 valid ones cost 12 s of
+    # CPU deleted one by one), the valid spans are put back instead, and must still be the spans scored.
+    monkeypatch.setattr(pipeline_module, "_SHIFTS_PER_COPY", shifts_per_copy)
+
     def bad(index: int) -> ProtoSpan:
         return ProtoSpan(trace_id=b"\x00" * 16, span_id=(9).to_bytes(8, "big"), name=f"bad {index}")
 
