@@ -221,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--body-timeout",
         type=float,
         metavar="SECONDS",
-        help=f"longest time to receive an OTLP/HTTP body while holding a slot; a slower one gets 408 "
+        help=f"longest time to receive an OTLP/HTTP body while holding a slot; a slower one gets 503 "
         f"(env {ENV_BODY_TIMEOUT}; default 10)",
     )
     limits.add_argument(

@@ -117,10 +117,14 @@ class HttpListener:
                     # would otherwise starve both listeners for as long as they keep their connections).
                     body = await asyncio.wait_for(_read_limited(request, limit), gateway.config.body_timeout)
                 except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
-                    message = f"request body not received within {gateway.config.body_timeout:g} s"
-                    return _status_response(
-                        408, code_pb2.DEADLINE_EXCEEDED, message, reply_type
-                    ), semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
+                    # 503, not 408: OTLP clients retry only 429/502/503/504, and a batch a slow link cut
+                    # short is worth a retry, not a drop.
+                    message = (
+                        f"request body not received within {gateway.config.body_timeout:g} s; retry later"
+                    )
+                    response = _status_response(503, code_pb2.UNAVAILABLE, message, reply_type)
+                    response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
+                    return response, semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
                 if body is None:
                     message = f"request body exceeds the limit of {limit} bytes"
                     return _status_response(
