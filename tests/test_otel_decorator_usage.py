@@ -334,7 +334,7 @@ def _complete_answers() -> list[Any]:
     from unittest import mock
 
     from llama_index.core.base.response.schema import StreamingResponse
-    from llama_index.core.chat_engine.types import AgentChatResponse
+    from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 
     @dataclasses.dataclass
     class Reply:
@@ -344,6 +344,8 @@ def _complete_answers() -> list[Any]:
     exhausted = (token for token in ["text"])
     list(exhausted)  # consumed inside the call: the answer was produced within its span
     consumed = StreamingResponse(response_gen=None, response_txt="text")
+    finished_chat = StreamingAgentChatResponse(response="text", chat_stream=(token for token in ()))
+    finished_chat.is_done = True  # its thread read the model's whole stream before the call returned
     return [
         "text",
         ["text"],
@@ -354,6 +356,7 @@ def _complete_answers() -> list[Any]:
         Reply("text"),
         exhausted,
         consumed,
+        finished_chat,
         mock.MagicMock(),
     ]
 

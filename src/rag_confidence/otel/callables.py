@@ -76,23 +76,31 @@ def check_options(
 
 
 # Where the frameworks' stream objects hold their stream (duck-typed, so none of them is imported): LlamaIndex's
-# StreamingResponse and AsyncStreamingResponse (``response_gen``), its StreamingAgentChatResponse
-# (``chat_stream``, ``achat_stream``), Starlette's and FastAPI's StreamingResponse (``body_iterator``). Only an
-# instance value counts: LlamaIndex's non-streamed AgentChatResponse has a ``response_gen`` *property*.
-_STREAM_HOLDERS = ("response_gen", "chat_stream", "achat_stream", "body_iterator")
+# StreamingResponse and AsyncStreamingResponse, Starlette's and FastAPI's StreamingResponse. Only an instance
+# value counts: LlamaIndex's non-streamed AgentChatResponse has a ``response_gen`` *property*.
+_STREAM_HOLDERS = ("response_gen", "body_iterator")
+# LlamaIndex's StreamingAgentChatResponse (``stream_chat``): a thread it starts reads ``chat_stream`` on its own,
+# so whether that generator is still open when the call returns is a race; ``is_done`` says the answer is whole.
+_CHAT_STREAMS = ("chat_stream", "achat_stream")
 
 
 def is_stream(result: Any) -> bool:
     """Whether a call returned its answer as a stream not read yet: a generator or async generator still open
-    (LangChain's ``chain.stream()``/``astream()``), or a framework's stream object holding one. An exhausted
-    stream, any other iterator (a file, a mock) and complete answers are no stream."""
+    (LangChain's ``chain.stream()``/``astream()``), or a framework's stream object holding one (or, for
+    LlamaIndex's chat streams, not done). An exhausted stream, any other iterator (a file, a mock) and complete
+    answers are no stream."""
     if _open_generator(result):
         return True
     try:
         fields = vars(result)
     except TypeError:  # no instance dict: a str, a number, a slotted object
         return False
-    return any(_open_generator(fields.get(name)) for name in _STREAM_HOLDERS)
+    if any(_open_generator(fields.get(name)) for name in _STREAM_HOLDERS):
+        return True
+    return (
+        any(fields.get(name) is not None for name in _CHAT_STREAMS)
+        and getattr(result, "is_done", None) is False
+    )
 
 
 def _open_generator(value: Any) -> bool:
