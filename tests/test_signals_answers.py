@@ -232,3 +232,14 @@ def test_a_long_chain_of_marked_answers_is_resolved_in_linear_time() -> None:
     groups = find_answers(spans)
     assert time.process_time() - started < 5.0
     assert len(groups) == depth and all(len(group.spans) == 1 for group in groups)
+
+
+def test_a_marked_answer_below_a_cycle_keeps_the_cycles_root_from_being_an_answer() -> None:
+    # Broken data (the gateway takes parent ids as sent): spans 4 and 5 are each other's parent. The retrieval's
+    # root, as the owner rule sees it, is 5; the marked answer beneath it must count for that same root.
+    spans = [
+        SpanRecord(1, 2, 4, "answer", MARKED),
+        SpanRecord(1, 4, 5, "retrieve", RETRIEVER),
+        SpanRecord(1, 5, 4, "loop"),
+    ]
+    assert [(group.answer.span_id, group.rule) for group in find_answers(spans)] == [(2, "marked")]

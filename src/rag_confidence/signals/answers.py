@@ -186,7 +186,7 @@ def _trace_answers(
     members: dict[int, list[SpanRecord]] = {}
     answers: dict[int, tuple[SpanRecord, AnswerRule]] = {}
     root_has_marked: set[int] = set()
-    roots: dict[int, int] = {}  # span id -> the id of its local root, for every span a walk up went through
+    roots: dict[int, int] = {}  # marked answer's span id -> the root its trace's rule (c) would score
     root_has_retrieval: set[int] = set()
     for span in by_id.values():
         answer, marked = _resolve(span, by_id, owner, seen)
@@ -200,7 +200,7 @@ def _trace_answers(
             if is_marked_answer(answer):  # else declined: its subtree makes no answer at all
                 if answer.status_code != _FAILED:
                     answers[answer_id] = (answer, "marked")
-                root_has_marked.add(_root_id(answer, by_id, seen, roots))
+                root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
 
@@ -275,26 +275,36 @@ def _resolve(
     return found
 
 
-def _root_id(span: SpanRecord, by_id: dict[int, SpanRecord], seen: set[int], roots: dict[int, int]) -> int:
-    """The id of ``span``'s local root. Every span walked through is remembered in ``roots``, so a chain of many
-    marked answers (an agent's steps, or a request built to be slow) is walked once, not once per answer."""
-    seen.clear()
+def _root_id(
+    answer: SpanRecord,
+    by_id: dict[int, SpanRecord],
+    owner: dict[int, tuple[SpanRecord, bool]],
+    seen: set[int],
+    roots: dict[int, int],
+) -> int:
+    """The root above a marked answer, as rule (c) sees it: the owner :func:`_resolve` gives the first span above
+    it that no marked or declined span owns. That is the root the retrievals of its trace are counted for, also
+    in broken data (cycles). Each answer on the way up is remembered in ``roots``, so a chain of many marked
+    answers (an agent's steps, or a request built to be slow) is walked once, not once per answer."""
     path: list[int] = []
-    current = span
+    climbed: set[int] = set()
+    current = answer
     while True:
-        span_id = current.span_id
-        known = roots.get(span_id)
+        known = roots.get(current.span_id)
         if known is not None:
             root = known
             break
+        path.append(current.span_id)
+        climbed.add(current.span_id)
         parent = _parent_of(current, by_id)
-        if parent is None or span_id in seen:
-            root = span_id
-            path.append(span_id)
+        if parent is None:
+            root = current.span_id
             break
-        seen.add(span_id)
-        path.append(span_id)
-        current = parent
-    for walked in path:
-        roots[walked] = root
+        above, claimed = _resolve(parent, by_id, owner, seen)
+        if not claimed or above.span_id in climbed:  # the root; or a cycle of marked spans, which has none
+            root = above.span_id
+            break
+        current = above  # another marked (or declined) span: its root is this answer's too
+    for span_id in path:
+        roots[span_id] = root
     return root
