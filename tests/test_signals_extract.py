@@ -487,3 +487,13 @@ def test_citation_markers_read_as_before_the_patterns_were_bounded(
     signals = extract_signals([answer(), retrieval(2, DOCS), generation(text)])
     assert signals.inputs.get("citationCount", 0) == cited
     assert signals.inputs.get("invalidCitationCount", 0) == invalid
+
+
+def test_numbers_too_long_for_python_to_read_are_no_positions_and_raise_nothing() -> None:
+    # Python refuses int() of more than 4,300 digits: a citation or an id that long raised out of extraction.
+    structured = json.dumps({"answer": "Paris.", "citations": ["1" * 5000]})
+    signals = extract_signals([answer(), retrieval(2, DOCS), generation(structured)])
+    assert signals.inputs["invalidCitationCount"] == 1
+    documents = [{"id": "doc-1", "score": 0.9}, {"id": "doc-" + "9" * 5000, "score": 0.5}]
+    signals = extract_signals([answer(), retrieval(2, documents), generation("A [doc-3].")])
+    assert signals.inputs["invalidCitationCount"] == 1

@@ -27,7 +27,9 @@ from .candidates import Merged
 from .documents import TEXT_KEY_PREFIX
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 
-_POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]*(\d+)$")
+# At most 18 digits: a position beyond that is no position, and Python refuses to read more than 4,300 digits.
+_POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]{0,8}(\d{1,18})$")
+_MAX_ID_DIGITS = 18
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
 # no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
 # sentence it ends.
@@ -101,6 +103,7 @@ class _Matcher:
                 if identity.casefold().startswith(prefix)
                 and identity[len(prefix) :].isascii()
                 and identity[len(prefix) :].isdigit()
+                and len(identity) - len(prefix) <= _MAX_ID_DIGITS
             ]
             numbers = self._series[prefix] = (min(found), max(found)) if found else ()
         if not numbers:
