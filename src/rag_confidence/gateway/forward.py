@@ -83,20 +83,24 @@ class Forwarder(Protocol):
 
 
 def without_credentials(endpoint: str) -> str:
-    """``endpoint`` for a log line: a password in it (``https://user:secret@host``) becomes ``***``.
+    """``endpoint`` for a log line: a password in it becomes ``***``, and so does a query (tokens travel there).
 
-    >>> without_credentials("https://user:hunter2@collector:4318/v1/traces")
-    'https://user:***@collector:4318/v1/traces'
+    >>> without_credentials("https://user:hunter2@collector:4318/v1/traces?token=abc")
+    'https://user:***@collector:4318/v1/traces?***'
     >>> without_credentials("collector:4317")
     'collector:4317'
     """
-    scheme, separator, rest = endpoint.rpartition("://")
-    authority, slash, path = rest.partition("/")
-    userinfo, at, host = authority.rpartition("@")
-    if not at:
-        return endpoint
-    user = userinfo.partition(":")[0]
-    return f"{scheme}{separator}{user}:***@{host}{slash}{path}"
+    # The userinfo ends at the last "@" before the path: a raw "/" in a password is not the path yet.
+    scheme, separator, rest = endpoint.partition("://")
+    if not separator:
+        scheme, rest = "", endpoint
+    userinfo, at, after = rest.rpartition("@")
+    if at:
+        user = userinfo.partition(":")[0]
+        rest = f"{user}:***@{after}"
+    path, question, _ = rest.partition("?")
+    masked = f"{path}?***" if question else path
+    return f"{scheme}{separator}{masked}"
 
 
 class _GrpcRequestExporter(GrpcSpanExporter):
