@@ -103,6 +103,12 @@ def without_credentials(endpoint: str) -> str:
     return f"{scheme}{separator}{masked}"
 
 
+def _shown(configured: str, parsed: str) -> str:
+    # With credentials in the URL, the endpoint as the user wrote it, masked: the exporter's own parse of an
+    # unusual userinfo (a raw "/" in the password) may keep part of the secret where no "@" marks it any more.
+    return without_credentials(configured if "@" in configured else parsed)
+
+
 class _GrpcRequestExporter(GrpcSpanExporter):
     """The SDK gRPC span exporter, given an ``ExportTraceServiceRequest`` instead of ``ReadableSpan``s."""
 
@@ -115,12 +121,15 @@ class _GrpcRequestExporter(GrpcSpanExporter):
 
 
 class GrpcForwarder:
-    def __init__(self, timeout: float | None, compression: grpc.Compression | None = None) -> None:
+    def __init__(
+        self, timeout: float | None, compression: grpc.Compression | None = None, *, configured: str = ""
+    ) -> None:
         self._exporter = _GrpcRequestExporter(timeout=timeout, compression=compression)
+        self._configured = configured
 
     @property
     def description(self) -> str:
-        return f"{PROTOCOL_GRPC} {without_credentials(str(self._exporter._endpoint))}"
+        return f"{PROTOCOL_GRPC} {_shown(self._configured, str(self._exporter._endpoint))}"
 
     def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
         try:
@@ -149,12 +158,13 @@ class _HttpRequestExporter(HttpSpanExporter):
 
 
 class HttpForwarder:
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float | None, *, configured: str = "") -> None:
         self._exporter = _HttpRequestExporter(timeout=timeout)
+        self._configured = configured
 
     @property
     def description(self) -> str:
-        return f"{PROTOCOL_HTTP_PROTOBUF} {without_credentials(str(self._exporter._endpoint))}"
+        return f"{PROTOCOL_HTTP_PROTOBUF} {_shown(self._configured, str(self._exporter._endpoint))}"
 
     def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
         try:
@@ -286,11 +296,13 @@ def forwarder_from_environment(environ: Mapping[str, str] | None = None) -> Forw
         )
     variable, protocol = _protocol_setting(env)
     timeout = downstream_timeout(env)
+    configured = env.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or env.get(OTEL_EXPORTER_OTLP_ENDPOINT) or ""
     if protocol == PROTOCOL_GRPC:
-        return GrpcForwarder(timeout, grpc_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env))
+        compression = grpc_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env)
+        return GrpcForwarder(timeout, compression, configured=configured)
     if protocol == PROTOCOL_HTTP_PROTOBUF:
         check_http_compression(OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, env)
-        return HttpForwarder(timeout)
+        return HttpForwarder(timeout, configured=configured)
     if protocol == PROTOCOL_HTTP_JSON:
         raise ConfigValidationError(
             f"{variable}=http/json: the OpenTelemetry Python SDK has no OTLP/JSON exporter; use grpc or "
