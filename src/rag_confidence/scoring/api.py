@@ -139,7 +139,15 @@ def _prepared(config: ConfigLike) -> PreparedConfig:
 
 
 class Scorer:
-    """A scorer bound to one validated config; see :func:`create_scorer`."""
+    """A scorer bound to one validated config; see :func:`create_scorer`. Safe to share between threads.
+
+    >>> scorer = create_scorer({"preset": "balanced-v0.3"})
+    >>> card = scorer.compute({"supportLevel": "low", "hasConflict": True, "candidates": []})
+    >>> card.recommended_action
+    'abstain'
+    >>> scorer.compute_plain({"supportLevel": "low", "hasConflict": True, "candidates": []})["recommendedAction"]
+    'abstain'
+    """
 
     __slots__ = ("_prepared", "config")
 

@@ -43,6 +43,13 @@ def analyze_calibration(
 
     Raises :class:`~rag_confidence.errors.CalibrationValidationError` for no samples, a total outside 0..100,
     or bands that are empty, out of 0..101 or overlapping.
+
+    >>> labelled = [(92, "correct"), (88, "correct"), (71, "correct"), (66, "incorrect"), (45, "incorrect")]
+    >>> report = analyze_calibration([{"total": total, "outcome": outcome} for total, outcome in labelled])
+    >>> report.positive_rate, report.bands[-1].positive_rate
+    (0.6, 1.0)
+    >>> report.recommended_policy
+    RecommendedPolicy(answer_at=85, review_at=40, abstain_below=40)
     """
     plain = [_check_sample(sample, f"samples[{index}]") for index, sample in enumerate(samples)]
     settings: dict[str, Any] = {} if config is None else _check_config(config, "config")

@@ -65,7 +65,14 @@ def _signals(**values: Any) -> ExternalEvaluationSignals:
 
 
 def from_ragas_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
-    """Ragas-style scores: ``faithfulness`` and ``answer_relevancy`` (or ``answerRelevance``)."""
+    """Ragas-style scores: ``faithfulness`` and ``answer_relevancy`` (or ``answerRelevance``).
+
+    >>> from_ragas_like({"faithfulness": 0.92, "answer_relevancy": 0.81}).model_dump(by_alias=True, exclude_none=True)
+    {'faithfulnessScore': 0.92, 'answerRelevanceScore': 0.81}
+
+    A failed Ragas metric is NaN, which passes through as a measured value (as in the reference): drop NaN
+    values first, or list ``input-out-of-range`` in ``actionPolicy.reviewOnWarnings``.
+    """
     relevance = _number(result, "answer_relevancy")
     return _signals(
         faithfulness_score=_number(result, "faithfulness"),
@@ -74,7 +81,12 @@ def from_ragas_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
 
 
 def from_deepeval_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
-    """DeepEval-style: ``faithfulnessScore``, ``answerRelevancyScore``, or ``metric="faithfulness"`` + ``score``."""
+    """DeepEval-style: ``faithfulnessScore``, ``answerRelevancyScore``, or ``metric="faithfulness"`` + ``score``.
+
+    >>> signals = from_deepeval_like({"metric": "faithfulness", "score": 0.9, "answerRelevancyScore": 0.7})
+    >>> signals.model_dump(by_alias=True, exclude_none=True)
+    {'faithfulnessScore': 0.9, 'answerRelevanceScore': 0.7}
+    """
     faithfulness = _number(result, "faithfulnessScore")
     metric = _string(result, "metric")
     if faithfulness is None and metric is not None and metric.lower() == "faithfulness":
@@ -85,7 +97,11 @@ def from_deepeval_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
 
 
 def from_trulens_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
-    """TruLens-style feedback: ``groundedness`` and ``answer_relevance``."""
+    """TruLens-style feedback: ``groundedness`` and ``answer_relevance``.
+
+    >>> from_trulens_like({"groundedness": 0.85, "answer_relevance": 0.9}).faithfulness_score
+    0.85
+    """
     return _signals(
         faithfulness_score=_number(result, "groundedness"),
         answer_relevance_score=_number(result, "answer_relevance"),
@@ -93,7 +109,12 @@ def from_trulens_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
 
 
 def from_custom_judge(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
-    """A custom LLM judge that answers in our own field names (claim counts need total and supported)."""
+    """A custom LLM judge that answers in our own field names (claim counts need total and supported).
+
+    >>> judged = from_custom_judge({"totalClaims": 5, "supportedClaims": 4, "hasConflict": False})
+    >>> judged.model_dump(by_alias=True, exclude_none=True)
+    {'claimSupport': {'totalClaims': 5.0, 'supportedClaims': 4.0}, 'hasConflict': False}
+    """
     total = _number(result, "totalClaims")
     supported = _number(result, "supportedClaims")
     claims = None
@@ -122,6 +143,11 @@ def merge_evaluation_signals(
 
     A field given as ``None`` explicitly counts as given, as ``null`` does in the reference. The result's
     ``warnings`` list is always empty (kept for the reference's shape).
+
+    >>> inputs = {"supportLevel": "high", "candidates": [], "faithfulnessScore": 0.7}
+    >>> merged = merge_evaluation_signals(inputs, from_ragas_like({"faithfulness": 0.92, "answer_relevancy": 0.81}))
+    >>> merged.inputs.faithfulness_score, merged.inputs.answer_relevance_score  # the given one is kept
+    (0.7, 0.81)
     """
     if isinstance(inputs, ScoringInputs):
         model = inputs
