@@ -7,7 +7,6 @@ exporting span processor is wrapped in one :class:`ConfidenceSpanProcessor`.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
 import logging
@@ -28,6 +27,7 @@ from .. import semconv
 from ..errors import ConfigValidationError, TelemetrySetupError, UsageError
 from ..scoring import create_scorer
 from ..scoring.models import ScoringConfig
+from ..scoring.validation import did_you_mean
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
 from .limits import PROCESSOR_LIMITS, check_processor_limits
@@ -171,8 +171,7 @@ def _check_processor_options(options: Mapping[str, Any]) -> None:
     for option in options:
         parameter = accepted.get(option)
         if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
-            close = difflib.get_close_matches(option, list(accepted), 1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(option, accepted)
             raise UsageError(f"configure_from_env: unknown ConfidenceSpanProcessor option {option!r}{hint}")
     check_processor_limits(**{name: options[name] for name in PROCESSOR_LIMITS if name in options})
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+from collections.abc import Iterable
 from typing import Any, get_args
 
 from ..errors import ConfigValidationError, InputValidationError
@@ -89,8 +90,9 @@ def _non_negative_or_absent(value: Any) -> bool:
 _warned: set[tuple[str, str]] = set()
 
 
-def _did_you_mean(value: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(value, known, 1)
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` names to a misspelt ``value``; empty if none is."""
+    close = difflib.get_close_matches(value, list(known), 1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -102,7 +104,7 @@ def _warn_unknown(field: str, value: Any, known: tuple[str, ...], default: str) 
         "rag-confidence: unknown %s %r%s (known: %s): scoring as with %r, as the reference does",
         field,
         value,
-        _did_you_mean(str(value), known),
+        did_you_mean(str(value), known),
         ", ".join(known),
         default,
     )
@@ -124,7 +126,7 @@ def _warn_unknown_names(config: dict[str, Any]) -> None:
                 kind,
                 name,
                 path,
-                _did_you_mean(name, known),
+                did_you_mean(name, known),
                 _UNKNOWN_EFFECT[kind],
             )
 
