@@ -338,12 +338,9 @@ def _text_parts(message: Mapping[str, Any], reader: Reader) -> list[str]:
         target[int(index_text)] = value
     parts = []
     for index in sorted(texts):
-        text = texts[index]
-        kind = types.get(index, semconv.OI_MESSAGE_CONTENT_TYPE_TEXT)
-        if (
-            isinstance(text, str)
-            and text != semconv.OI_REDACTED_VALUE
-            and kind == semconv.OI_MESSAGE_CONTENT_TYPE_TEXT
+        text = unredacted(texts[index])
+        if isinstance(text, str) and types.get(index, semconv.OI_MESSAGE_CONTENT_TYPE_TEXT) == (
+            semconv.OI_MESSAGE_CONTENT_TYPE_TEXT
         ):
             parts.append(text)
     return parts
