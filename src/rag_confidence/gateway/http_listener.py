@@ -18,7 +18,13 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped,unuse
 from .. import semconv
 from ..errors import GatewayOverloadedError, GatewayRequestError
 from .config import ListenAddress
-from .decode import CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, encode_message, media_type
+from .decode import (
+    CONTENT_TYPE_JSON,
+    CONTENT_TYPE_PROTOBUF,
+    encode_message,
+    media_type,
+    unsupported_media_type,
+)
 from .security import server_ssl_context
 
 if TYPE_CHECKING:
@@ -97,9 +103,8 @@ class HttpListener:
             response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
             return response, semconv.GATEWAY_OUTCOME_UNAUTHENTICATED
         if content_type not in _OTLP_TYPES:
-            message = f"unsupported content type {content_type!r}; use {' or '.join(_OTLP_TYPES)}"
-            return _status_response(
-                415, code_pb2.INVALID_ARGUMENT, message, reply_type
+            return _error_response(
+                unsupported_media_type(content_type), reply_type
             ), semconv.GATEWAY_OUTCOME_UNSUPPORTED_MEDIA_TYPE
         limit = gateway.config.max_request_bytes
         if request.content_length is not None and request.content_length > limit:
