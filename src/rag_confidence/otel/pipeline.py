@@ -49,6 +49,15 @@ class _Totals:
     failures_processing: int = 0
     failures_downstream: int = 0
 
+    def failures(self) -> int:
+        """All failures caught, whatever the reason."""
+        return (
+            self.failures_scoring
+            + self.failures_recording
+            + self.failures_processing
+            + self.failures_downstream
+        )
+
     def add(self, other: _Totals) -> None:
         for name in _TOTAL_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))

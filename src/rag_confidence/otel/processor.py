@@ -231,10 +231,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             return ProcessorStats(
                 spans_forwarded=counts.spans_forwarded,
                 answers_scored=counts.answers_scored,
-                scoring_failures=counts.failures_scoring
-                + counts.failures_recording
-                + counts.failures_processing
-                + counts.failures_downstream,
+                scoring_failures=counts.failures(),
                 traces_evicted=counts.evicted_max_age + counts.evicted_max_traces,
                 spans_not_buffered=counts.spans_unbuffered,
                 pending_traces=pending_traces,
@@ -281,11 +278,10 @@ class ConfidenceSpanProcessor(SpanProcessor):
         parent = span.parent
         local_root = parent is None or parent.is_remote
         claim = ended_span_attributes(span).get(semconv.RAG_ANSWER)
-        marked = claim is True
-        # A declined answer (a call that failed, or a stream closed early) is an anchor too: what ends beneath it
-        # afterwards (a stream's spans finalised later by the garbage collector) is late work, not a buffer to
-        # keep until the TTL and count as an eviction.
-        if not (local_root or marked or claim is False):
+        # A declined answer (a call that failed, or a stream closed early) is an anchor like a marked one: what
+        # ends beneath it afterwards (a stream's spans finalised later by the garbage collector) is late work,
+        # not a buffer to keep until the TTL and count as an eviction.
+        if not (local_root or claim is True or claim is False):
             # With a worker, even the screen for retrievals waits for it: the application thread only buffers.
             self._buffers.buffer(
                 context.trace_id, span, None if self._worker is not None else _may_hold_answer(span)
@@ -305,7 +301,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         if self._worker is not None:
             try:
                 submitted = self._worker.submit(
-                    functools.partial(self._finish, span, context, local_root, marked, orphan)
+                    functools.partial(self._finish, span, context, local_root, claim, orphan)
                 )
             except Exception:  # e.g. no thread could be started; on_end must not count this span again
                 submitted = False
@@ -314,17 +310,19 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 )
             if not submitted:
                 # The queue is full: here, nothing is lost.
-                self._finish(span, context, local_root, marked, orphan)
+                self._finish(span, context, local_root, claim, orphan)
             return None
-        return self._answer(span, context, local_root, marked, orphan)
+        return self._answer(span, context, local_root, claim, orphan)
 
     def _answer(
-        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool, orphan: bool
+        self, span: ReadableSpan, context: SpanContext, local_root: bool, claim: Any, orphan: bool
     ) -> ReadableSpan:
-        """Release the buffered spans beneath a local root or marked answer; score it if it is an answer.
-        ``orphan``: a marked answer whose request was over when it ended (it leaves no mark)."""
+        """Release the buffered spans beneath a local root or a marked or declined answer; score it if it is an
+        answer. ``claim``: its ``rag.answer`` value; ``orphan``: a marked answer whose request was over when it
+        ended (it leaves no mark)."""
+        marked = claim is True
+        declined = claim is False
         parent = span.parent
-        declined = not marked and ended_span_attributes(span).get(semconv.RAG_ANSWER) is False
         members, answered_before, may_answer, evaluations = self._buffers.take(
             context.trace_id,
             context.span_id,
@@ -350,11 +348,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
         return self._score_answer(span, members, evaluations)
 
     def _finish(
-        self, span: ReadableSpan, context: SpanContext, local_root: bool, marked: bool, orphan: bool
+        self, span: ReadableSpan, context: SpanContext, local_root: bool, claim: Any, orphan: bool
     ) -> None:
         """Decide on, score and forward one local root or marked answer (on the background worker)."""
         try:
-            forwarded = self._answer(span, context, local_root, marked, orphan)
+            forwarded = self._answer(span, context, local_root, claim, orphan)
         except Exception:
             forwarded = span
             self._count_failure("processing an ended span failed", semconv.PROCESSOR_FAILURE_PROCESSING)
@@ -419,12 +417,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 counts.failures_downstream += 1
             else:
                 counts.failures_processing += 1
-            failures = (
-                counts.failures_scoring
-                + counts.failures_recording
-                + counts.failures_processing
-                + counts.failures_downstream
-            )
+            failures = counts.failures()
         if failures <= _LOGGED_FAILURES:
             _logger.warning(
                 "rag-confidence: %s (logged %d of at most %d times)",
