@@ -214,12 +214,12 @@ class TraceBuffers:
         self._keep_early(trace_id, pending.evaluations)
 
     def request_over(self, trace_id: int) -> bool:
-        """Whether a local root of ``trace_id`` ended here and none is running."""
+        """Whether a local root of ``trace_id`` ended here and none is running; lock held."""
         entry = self._roots.get(trace_id)
         return entry is not None and entry[2] > 0 and entry[0] <= 0
 
     def anchor_ended(self, trace_id: int, span_id: int) -> None:
-        """Note that a local root or marked answer ended; lock held."""
+        """Note that a local root or a marked or declined answer ended; lock held."""
         anchors = self._ended
         ended = anchors.get(trace_id)
         if ended is None:
@@ -234,6 +234,7 @@ class TraceBuffers:
             ended.add(span_id)
 
     def root_ended(self, trace_id: int) -> None:
+        """Count a local root of ``trace_id`` that ended here (under the roots' own lock)."""
         roots = self._roots
         with self._roots_lock:
             entry = roots.get(trace_id)
