@@ -45,7 +45,9 @@ def _expectations(code: str) -> list[str | None]:
 @pytest.mark.parametrize(("file", "heading"), EXAMPLES, ids=[f"{f}:{h}" for f, h in EXAMPLES])
 def test_example_runs_and_prints_what_it_says(file: str, heading: str) -> None:
     code = _first_python_block(ROOT / file, heading)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     printed = done.stdout.splitlines()
     expected = _expectations(code)
