@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -231,15 +232,28 @@ def test_the_gateway_reports_the_windows_traces_and_evictions_as_metrics() -> No
 # -- the window path scores what the rules find in each trace's spans seen so far ------------------------------
 
 
+_FLAGS = (  # unknown (older senders), parent in this process, parent remote
+    0,
+    SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK,
+    SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK,
+)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(proto_traces(), st.lists(st.integers(0, 3), min_size=15, max_size=15), st.booleans())
+@given(
+    proto_traces(),
+    st.lists(st.integers(0, 3), min_size=15, max_size=15),
+    st.booleans(),
+    st.lists(st.sampled_from(_FLAGS), min_size=15, max_size=15),
+)
 def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_far(
-    spans: list[ProtoSpan], placement: list[int], with_body: bool
+    spans: list[ProtoSpan], placement: list[int], with_body: bool, flags: list[int]
 ) -> None:
     # The spans of three traces spread over four requests, in request order.
     requests = [ExportTraceServiceRequest() for _ in range(4)]
     scopes = [request.resource_spans.add().scope_spans.add() for request in requests]
-    for span, where in zip(spans, placement, strict=False):
+    for span, where, flag in zip(spans, placement, flags, strict=False):
+        span.flags = flag
         scopes[where].spans.append(span)
     pipeline = TracePipeline(
         AnswerScorer(), AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
@@ -253,13 +267,25 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
             record = to_record(span)
             by_trace.setdefault(record.trace_id, []).append(record)
         expected: dict[tuple[int, int], int] = {}
+        flag_of = {(span.trace_id, span.span_id): span.flags for span in received}
         for trace_id, records in by_trace.items():
             context = [*held.get(trace_id, []), *records]
             here = {record.span_id for record in records}
+            known = {record.span_id for record in context}
             for group in find_answers(context):
-                if group.answer.span_id in here:
-                    expected[(trace_id, group.answer.span_id)] = scorer.score(group.spans).scorecard.total
-            if any(record.parent_span_id is None for record in records):
+                answer = group.answer
+                if answer.span_id not in here:
+                    continue
+                parent_elsewhere = (
+                    group.rule == "root"
+                    and answer.parent_span_id is not None
+                    and answer.parent_span_id not in known
+                    and flag_of[(trace_id.to_bytes(16, "big"), answer.span_id.to_bytes(8, "big"))]
+                    == _FLAGS[1]
+                )
+                if not parent_elsewhere:
+                    expected[(trace_id, answer.span_id)] = scorer.score(group.spans).scorecard.total
+            if any(record.parent_span_id is None or record.parent_is_remote for record in records):
                 held.pop(trace_id, None)  # complete: released
             else:
                 held[trace_id] = context
@@ -299,3 +325,154 @@ def test_a_retried_request_scores_its_trace_as_if_sent_once() -> None:
     once = scored(1)
     assert len(once) == 1
     assert scored(3) == once
+
+
+# -- span flags: whether an absent parent is in this process or another ------------------------------------------
+
+
+def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoSpan]:
+    """A RAG trace made by the SDK and encoded by its OTLP encoder (which sets the is-remote span flags): the
+    children (retriever, LLM) and the local root, whose parent is another service's span when ``remote_parent``."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("app")
+    context = None
+    if remote_parent:
+        caller = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(1))
+        context = trace.set_span_in_context(trace.NonRecordingSpan(caller))
+    with tracer.start_as_current_span("answer", context=context):
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            retrieve.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
+            retrieve.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}", "d1")
+            retrieve.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}", 0.9)
+        with tracer.start_as_current_span("generate") as generate:
+            generate.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
+            generate.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [d1].")
+    request = encode_spans(memory.get_finished_spans())
+    *children, answer = iter_spans(request)
+    assert answer.name == "answer"
+    return children, answer
+
+
+def _send(pipeline: TracePipeline, spans: list[ProtoSpan]) -> list[str]:
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.extend(spans)
+    prepared = pipeline.prepare(request, request.SerializeToString())
+    assert prepared.forwarded == len(spans)
+    by_id = {(span.trace_id, span.span_id): span.name for span in iter_spans(request)}
+    return [
+        by_id[(item.trace_id.to_bytes(16, "big"), item.span_id.to_bytes(8, "big"))]
+        for item in prepared.scored
+    ]
+
+
+def test_children_whose_flags_say_their_parent_is_local_wait_for_their_root() -> None:
+    # The usual split: the children end (and are exported) one batch before their root. The SDK flags each
+    # child's parent as local, so neither request makes the retriever an answer of its own.
+    children, answer = _sdk_rag_trace()
+    window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+    windowed = TracePipeline(AnswerScorer(), window)
+    assert _send(windowed, children) == []
+    assert _send(windowed, [answer]) == ["answer"]  # scored once, with its children from the window
+    assert len(window) == 0
+    alone = TracePipeline(AnswerScorer())  # no window: the trace is split, so nothing to score it with
+    assert _send(alone, children) == []
+    assert _send(alone, [answer]) == []
+    whole = TracePipeline(AnswerScorer())  # the recommended set-up: groupbytrace sends it whole
+    assert _send(whole, [*children, answer]) == ["answer"]
+
+
+def test_a_child_without_flags_and_without_its_parent_is_still_a_local_root() -> None:
+    # Senders that do not set the flags (older SDKs): an absent parent may be another service's, so the
+    # retriever's subtree is scored as before.
+    children, _ = _sdk_rag_trace()
+    for span in children:
+        span.flags = 0
+    assert _send(TracePipeline(AnswerScorer()), children) == ["retrieve"]
+
+
+def test_a_local_root_with_a_remote_parent_completes_its_trace_in_the_window() -> None:
+    # A service that is not the trace's origin: its root has a remote parent, which never arrives here.
+    children, answer = _sdk_rag_trace(remote_parent=True)
+    window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+    pipeline = TracePipeline(AnswerScorer(), window)
+    assert _send(pipeline, children) == []
+    assert len(window) == 1
+    assert _send(pipeline, [answer]) == ["answer"]
+    assert len(window) == 0  # released, not held until max_age and counted as an eviction
+    assert window.evictions == dict.fromkeys(window.evictions, 0)
+
+
+def test_an_idle_window_lets_old_traces_go_when_asked() -> None:
+    built, clock, reported = window(max_age=30.0)
+    built.assemble(1, [child(1)], size=100)
+    built.assemble(2, [child(2)], size=100)
+    clock.now = 20.0
+    built.assemble(2, [child(2, 3)], size=100)  # trace 2 is younger now
+    assert built.window.expire() == 2  # nothing is older than 30 s yet
+    clock.now = 31.0
+    assert built.window.expire() == 1
+    assert reported == [(semconv.PIPELINE_EVICTION_MAX_AGE, 1)]
+    clock.now = 60.0
+    assert built.window.expire() == 0
+    assert built.window.size_bytes == 0
+
+
+def test_the_gateways_metrics_empty_an_idle_window() -> None:
+    # No request comes after the load: reading the metrics still lets expired traces go, and counts them.
+    import time
+
+    reader = InMemoryMetricReader()
+    config = GatewayConfig(assembly=AssemblySettings(max_age=0.2, max_traces=100))
+    gateway = Gateway(config, _Downstream(), meter_provider=MeterProvider(metric_readers=[reader]))
+    for trace_id in (1, 2, 3):
+        gateway.process("grpc", _request(trace_id, 2, 1), "application/x-protobuf", None)
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 3}
+    time.sleep(0.3)
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 0}
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS) == {semconv.PIPELINE_EVICTION_MAX_AGE: 3}
+
+
+def test_a_trace_past_max_spans_keeps_its_first_spans_and_is_counted_once() -> None:
+    built, _, reported = window(max_spans=3)
+    assert names(built.assemble(1, [child(1, 2), child(1, 3)], size=100)) == ["child 2", "child 3"]
+    # Scored with everything kept so far, but not kept (it would make four): the trace keeps its first two.
+    assert names(built.assemble(1, [child(1, 4), child(1, 5)], size=100)) == [
+        f"child {n}" for n in (2, 3, 4, 5)
+    ]
+    assert names(built.assemble(1, [child(1, 6)], size=100)) == ["child 2", "child 3", "child 6"]
+    assert names(built.assemble(1, [child(1, 7)], size=100)) == ["child 2", "child 3", "child 6", "child 7"]
+    assert reported == [(semconv.GATEWAY_EVICTION_MAX_SPANS, 1)]  # the first request it could not take
+    assert built.window.size_bytes == 200  # what is kept (two requests of 100), exactly
+    assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "child 3", "child 6", "root"]
+    assert len(built.window) == 0 and built.window.size_bytes == 0
+
+
+def test_the_span_cap_is_a_gateway_setting() -> None:
+    import pytest
+
+    from rag_confidence.errors import ConfigValidationError
+    from rag_confidence.gateway.command import build_parser
+    from rag_confidence.gateway.config import config_from_arguments
+
+    def settings(argv: list[str], env: dict[str, str]) -> AssemblySettings:
+        return config_from_arguments(build_parser().parse_args(argv), env).assembly
+
+    assert settings([], {}).max_spans == 1_000
+    assert settings(["--assembly-max-spans", "50"], {}).max_spans == 50
+    assert settings([], {"RAG_CONFIDENCE_GATEWAY_ASSEMBLY_MAX_SPANS": "7"}).max_spans == 7
+    with pytest.raises(ConfigValidationError, match="ASSEMBLY_MAX_SPANS"):
+        settings([], {"RAG_CONFIDENCE_GATEWAY_ASSEMBLY_MAX_SPANS": "-1"})
+    # Through the service: a gateway's window takes the cap.
+    config = GatewayConfig(assembly=AssemblySettings(max_age=30.0, max_spans=2))
+    gateway = Gateway(config, _Downstream(), meter_provider=MeterProvider())
+    for span_id in (2, 3, 4):
+        gateway.process("grpc", _request(9, span_id, 1), "application/x-protobuf", None)
+    assert gateway.window is not None and gateway.window.evictions[semconv.GATEWAY_EVICTION_MAX_SPANS] == 1

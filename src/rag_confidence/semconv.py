@@ -326,8 +326,9 @@ GATEWAY_OUTCOME_INTERNAL: Final = "internal"
 # refused with their request because the downstream failed (the same value as that request outcome).
 GATEWAY_REASON_INVALID_SPAN: Final = "invalid_span"
 GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE: Final = GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE
-# The assembly window's own eviction reason, beside the shared max_age and max_traces.
+# The assembly window's own eviction reasons, beside the shared max_age and max_traces.
 GATEWAY_EVICTION_MEMORY: Final = "memory"
+GATEWAY_EVICTION_MAX_SPANS: Final = "max_spans"  # a trace reached --assembly-max-spans: no longer added to
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process span processor (``rag_confidence.otel.pipeline``): the gateway's counterparts, same suffixes, units

@@ -11,9 +11,11 @@ answer, see :mod:`.screen`): a trace without one cannot be scored yet, so its sp
 turned into records, until one arrives.
 
 Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` seconds since a trace's last span,
-and ``max_bytes`` of the spans' encoded size. Every eviction is counted by reason, including an incomplete
-trace dropped because one request of it alone exceeds ``max_bytes``. A trace whose root span (no parent at all)
-has been seen is complete and released without counting as an eviction.
+``max_bytes`` of the spans' encoded size, and ``max_spans`` per trace (a request that would take a trace past
+it is scored with the kept spans but not kept itself: every request of a trace is scored with all its kept
+spans, so the cap bounds that work). Every eviction is counted by reason, including an incomplete trace dropped
+because one request of it alone exceeds ``max_bytes``, and a trace's first request beyond ``max_spans``. A trace
+whose local root arrived (see the pipeline) is complete and released without counting as an eviction.
 
 Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
 processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
@@ -40,6 +42,7 @@ class _Entry(Generic[Item]):
     size: int = 0
     updated: float = 0.0
     may_answer: bool = False
+    capped: bool = False  # a request of it was not kept for max_spans (counted the first time)
 
 
 class AssemblyWindow(Generic[Item]):
@@ -61,10 +64,12 @@ class AssemblyWindow(Generic[Item]):
         max_age: float,
         max_bytes: int,
         *,
+        max_spans: int = 1_000,
         on_evict: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._max_traces = max_traces
+        self._max_spans = max_spans
         self._max_age = max_age
         self._max_bytes = max_bytes
         self._on_evict = on_evict
@@ -76,6 +81,7 @@ class AssemblyWindow(Generic[Item]):
             semconv.PIPELINE_EVICTION_MAX_TRACES: 0,
             semconv.PIPELINE_EVICTION_MAX_AGE: 0,
             semconv.GATEWAY_EVICTION_MEMORY: 0,
+            semconv.GATEWAY_EVICTION_MAX_SPANS: 0,
         }
 
     def __len__(self) -> int:
@@ -84,6 +90,19 @@ class AssemblyWindow(Generic[Item]):
     @property
     def size_bytes(self) -> int:
         return self._bytes
+
+    def expire(self) -> int:
+        """Let the traces older than ``max_age`` go (counted as evictions) and return how many are left.
+
+        Requests expire traces as they come; this is for when none come: the gateway calls it when its
+        metrics are read, so an idle window empties and its gauge says so.
+        """
+        evicted: dict[str, int] = {}
+        with self._lock:
+            self._expire(self._clock(), evicted)
+            left = len(self._entries)
+        self._report(evicted)
+        return left
 
     def assemble(
         self, trace_id: int, items: Sequence[Item], size: int, *, complete: bool, may_answer: bool
@@ -103,16 +122,19 @@ class AssemblyWindow(Generic[Item]):
             assembled = [*earlier, *items]
             if not complete and size <= self._max_bytes:
                 entry = entry or _Entry()
-                entry.items = assembled
-                entry.size += size
+                if len(assembled) <= self._max_spans:
+                    entry.items = assembled
+                    entry.size += size
+                elif not entry.capped:  # counted once per trace; its kept spans stay as they are
+                    entry.capped = True
+                    self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
                 entry.updated = now
                 entry.may_answer = may_answer
                 self._entries[trace_id] = entry
                 self._bytes += entry.size
                 self._enforce_bounds(evicted)
             elif not complete:  # one request beyond the byte bound: the incomplete trace cannot be kept
-                self.evictions[semconv.GATEWAY_EVICTION_MEMORY] += 1
-                evicted[semconv.GATEWAY_EVICTION_MEMORY] = evicted.get(semconv.GATEWAY_EVICTION_MEMORY, 0) + 1
+                self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
         self._report(evicted)
         return assembled, may_answer
 
@@ -132,6 +154,9 @@ class AssemblyWindow(Generic[Item]):
     def _drop(self, trace_id: int, reason: str, evicted: dict[str, int]) -> None:
         entry = self._entries.pop(trace_id)
         self._bytes -= entry.size
+        self._count(reason, evicted)
+
+    def _count(self, reason: str, evicted: dict[str, int]) -> None:
         self.evictions[reason] += 1
         evicted[reason] = evicted.get(reason, 0) + 1
 

@@ -36,6 +36,7 @@ ENV_TLS_CLIENT_CA = ENV_PREFIX + "TLS_CLIENT_CA"
 ENV_ASSEMBLY_MAX_AGE = ENV_PREFIX + "ASSEMBLY_MAX_AGE"
 ENV_ASSEMBLY_MAX_TRACES = ENV_PREFIX + "ASSEMBLY_MAX_TRACES"
 ENV_ASSEMBLY_MAX_BYTES = ENV_PREFIX + "ASSEMBLY_MAX_BYTES"
+ENV_ASSEMBLY_MAX_SPANS = ENV_PREFIX + "ASSEMBLY_MAX_SPANS"
 ENV_SHUTDOWN_TIMEOUT = ENV_PREFIX + "SHUTDOWN_TIMEOUT"
 ENV_SCORING_CONFIG = ENV_PREFIX + "SCORING_CONFIG"
 ENV_NO_SCORING = ENV_PREFIX + "NO_SCORING"
@@ -50,6 +51,7 @@ _FLAG_OF_ENV = {
     ENV_ASSEMBLY_MAX_AGE: "--assembly-max-age",
     ENV_ASSEMBLY_MAX_TRACES: "--assembly-max-traces",
     ENV_ASSEMBLY_MAX_BYTES: "--assembly-max-bytes",
+    ENV_ASSEMBLY_MAX_SPANS: "--assembly-max-spans",
     ENV_SHUTDOWN_TIMEOUT: "--shutdown-timeout",
 }
 
@@ -100,10 +102,13 @@ class AssemblySettings:
     max_age: float = 0.0
     max_traces: int = 10_000
     max_bytes: int = 64 * MIB
+    # Each request of a trace is scored with all its kept spans: the cap bounds that work per request (a
+    # trace of 14,000 spans over 2,000 requests cost 150 ms a request without it).
+    max_spans: int = 1_000
 
     @property
     def enabled(self) -> bool:
-        return self.max_age > 0 and self.max_traces > 0 and self.max_bytes > 0
+        return self.max_age > 0 and self.max_traces > 0 and self.max_bytes > 0 and self.max_spans > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +159,7 @@ class GatewayConfig:
             ("--retry-after", self.retry_after),
             ("--assembly-max-traces", self.assembly.max_traces),
             ("--assembly-max-bytes", self.assembly.max_bytes),
+            ("--assembly-max-spans", self.assembly.max_spans),
         ):
             if value < 0:
                 raise ConfigValidationError(f"{option} must not be negative", path=option)
@@ -269,6 +275,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"encoded size of kept spans at most (env {ENV_ASSEMBLY_MAX_BYTES}; default 64 MiB)",
     )
+    assembly.add_argument(
+        "--assembly-max-spans",
+        type=int,
+        metavar="N",
+        help=f"spans kept per trace at most; later ones are scored but not kept (env {ENV_ASSEMBLY_MAX_SPANS}; "
+        "default 1000)",
+    )
     scoring = parser.add_argument_group("scoring")
     scoring.add_argument(
         "--scoring-config", metavar="PATH", help=f"ScoringConfig as a JSON file (env {ENV_SCORING_CONFIG})"
@@ -350,6 +363,7 @@ def config_from_arguments(
                 max_age=number(args.assembly_max_age, ENV_ASSEMBLY_MAX_AGE, 0.0, float),
                 max_traces=int(number(args.assembly_max_traces, ENV_ASSEMBLY_MAX_TRACES, 10_000, int)),
                 max_bytes=int(number(args.assembly_max_bytes, ENV_ASSEMBLY_MAX_BYTES, 64 * MIB, int)),
+                max_spans=int(number(args.assembly_max_spans, ENV_ASSEMBLY_MAX_SPANS, 1_000, int)),
             ),
             shutdown_timeout=number(args.shutdown_timeout, ENV_SHUTDOWN_TIMEOUT, 30.0, float),
             scoring_enabled=not no_scoring,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, SpanFlags
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from .. import semconv
@@ -135,7 +135,7 @@ class TracePipeline:
                 int.from_bytes(trace_id, "big"),
                 encoded,
                 sum(len(item) for item in encoded),
-                complete=any(_is_root(span) for span in spans),
+                complete=any(_is_local_root(span) for span in spans),
                 may_answer=trace_id in answering,
             )
             if may_answer:
@@ -160,6 +160,7 @@ class TracePipeline:
         groups = find_answers([*earlier, *records] if earlier else records)
         if not groups:
             return
+        known = {(record.trace_id, record.span_id) for record in (*earlier, *records)}
         here: dict[tuple[int, int], tuple[ProtoSpan, SpanRecord]] = {}
         for span, record in zip(spans, records, strict=True):
             here.setdefault((record.trace_id, record.span_id), (span, record))
@@ -168,6 +169,16 @@ class TracePipeline:
             if found is None:  # the answer span was forwarded with an earlier request
                 continue
             proto_span, record = found
+            if (
+                group.rule == "root"
+                and record.parent_span_id is not None
+                and (record.trace_id, record.parent_span_id) not in known
+                and _parent_is_local(proto_span)
+            ):
+                # Its parent ran in the same process (the span says so) and comes in another request: the
+                # trace's local root is elsewhere, and scoring this span would give its trace a second,
+                # partial answer (a retriever whose root follows in the next batch).
+                continue
             if semconv.RAG_CONFIDENCE_TOTAL in record.attributes:  # scored in-process or by another gateway
                 prepared.already_scored += 1
                 continue
@@ -189,10 +200,25 @@ _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
 
-def _is_root(span: ProtoSpan) -> bool:
-    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`)."""
+_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+
+
+def _is_local_root(span: ProtoSpan) -> bool:
+    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`), or a parent the
+    span's flags say is remote: the root of this process's part of the trace, which ends it here."""
     parent = span.parent_span_id
-    return not parent or parent == _ZERO_SPAN_ID
+    if not parent or parent == _ZERO_SPAN_ID:
+        return True
+    flags = span.flags
+    return bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE)
+
+
+def _parent_is_local(span: ProtoSpan) -> bool:
+    """The span's flags say its parent is in the same process (senders that do not set the flags leave it
+    unknown: then an absent parent reads as remote, as before the flags existed)."""
+    flags = span.flags
+    return bool(flags & _HAS_IS_REMOTE) and not flags & _IS_REMOTE
 
 
 # Deleting a run of invalid spans shifts every span behind it once; copying the valid spans back costs far more

@@ -92,10 +92,10 @@ class Gateway:
                 config.assembly.max_traces,
                 config.assembly.max_age,
                 config.assembly.max_bytes,
+                max_spans=config.assembly.max_spans,
                 on_evict=self.metrics.evicted,
             )
-            window = self.window
-            self.metrics.watch_window(lambda: len(window))
+            self.metrics.watch_window(self.window.expire)
         scorer = AnswerScorer(config.scoring_config) if config.scoring_enabled else None
         self.pipeline = TracePipeline(scorer, self.window)
         self.executor = ThreadPoolExecutor(

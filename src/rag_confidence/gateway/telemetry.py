@@ -96,6 +96,8 @@ class GatewayMetrics:
         )
 
     def watch_window(self, size: Callable[[], int]) -> None:
+        """Observe the window's size through ``size`` (which may expire old traces first, see
+        :meth:`~.assembly.AssemblyWindow.expire`)."""
         self._window_size = size
 
     def _observe_window(self, options: CallbackOptions) -> Iterable[Observation]:
