@@ -450,6 +450,49 @@ def test_processors_sharing_a_meter_provider_are_summed_and_a_collected_one_stil
     assert value(first.points(), semconv.METRIC_PROCESSOR_SPANS_FORWARDED) == 13
 
 
+def test_processors_created_one_after_another_leave_a_bounded_trail_and_their_counts() -> None:
+    # A meter provider nobody reads (no sweep by readings): the group still forgets collected processors, and
+    # keeps their counts for the next reading.
+    from rag_confidence.otel.pipeline import _group_for
+
+    first = Metered()
+    first.rag_trace()
+    for _ in range(500):
+        Metered(meter_provider=first.meter_provider, reader=first.reader).rag_trace()
+    gc.collect()
+    group = _group_for(first.meter_provider)
+    assert len(group._watched) < 200
+    assert (
+        value(first.points(), semconv.METRIC_PROCESSOR_ANSWERS, outcome=semconv.PIPELINE_OUTCOME_SCORED)
+        == 501
+    )
+
+
+def test_decorators_and_processors_share_the_instruments_of_a_meter_provider() -> None:
+    # Without an SDK meter provider every creation was a proxy meter (and five proxy instruments) the API keeps
+    # for good: a decorator applied per request grew the process. Run apart: the global provider is set once
+    # per process, and other tests set it.
+    import subprocess
+    import sys
+
+    script = """
+from opentelemetry import metrics
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rag_confidence.otel import ConfidenceSpanProcessor, scored_answer
+proxy = metrics.get_meter_provider()
+for _ in range(300):
+    scored_answer(signals=lambda result: {"supportLevel": "high"})(lambda: "ok")()
+    ConfidenceSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter())).shutdown()
+print(len(proxy._meters))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) <= 2  # the confidence instruments' meter and the processor metrics' meter
+
+
 def test_stats_and_metrics_agree(metered: Metered) -> None:
     for _ in range(3):
         metered.rag_trace()

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import weakref
+from typing import Any
 
 import pytest
 
@@ -153,6 +154,46 @@ def test_a_worker_dropped_without_stop_is_collected_and_its_thread_ends(
     assert thread is not None
     thread.join(10)
     assert not thread.is_alive()
+
+
+def _exit_hook(worker: BackgroundWorker) -> weakref.ref[Any]:
+    """A weak reference to the worker's exit-flush hook (the object atexit holds while it is registered)."""
+    assert worker._exit_hook is not None
+    peeked = worker._exit_hook.peek()
+    assert peeked is not None
+    _, _, (hook,), _ = peeked
+    return weakref.ref(hook)
+
+
+def test_workers_stopped_or_collected_leave_no_exit_hook_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Processors created and shut down one after another (a test suite, a reloading app) each registered an
+    # exit flush that atexit kept for good. CPython's atexit.unregister releases the callable (its slot count,
+    # atexit._ncallbacks(), does not go down), so the test watches the hook objects themselves.
+    from rag_confidence.otel import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "_IDLE_CHECK_S", 0.05)
+    stopped = BackgroundWorker("test-stopped", max_queue=10)
+    stopped.submit(lambda: None)
+    hook = _exit_hook(stopped)
+    gc.collect()
+    assert hook() is not None  # registered: a running worker is flushed at exit
+    stopped.stop(5.0)
+    gc.collect()
+    assert hook() is None
+
+    dropped = BackgroundWorker("test-dropped", max_queue=10)
+    dropped.submit(lambda: None)
+    assert dropped.flush(10.0)
+    hook = _exit_hook(dropped)
+    reference = weakref.ref(dropped)
+    del dropped
+    deadline = time.monotonic() + 10
+    while reference() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    assert reference() is None
+    gc.collect()
+    assert hook() is None
 
 
 def test_a_thread_that_cannot_start_is_retried_and_stop_still_returns(

@@ -27,7 +27,7 @@ from .answer_state import OWN_SPANS, decline, last_scorecard, set_last, starting
 from .callables import ASYNC_GENERATOR, COROUTINE, GENERATOR, call_kind, check_options, is_stream, name_of
 from .events import EvaluationEmitter
 from .held_evaluations import with_evaluations
-from .metrics import ConfidenceInstruments, package_version
+from .metrics import ConfidenceInstruments, package_version, shared_instruments
 from .processor import ConfidenceSpanProcessor
 from .recording import SIGNAL_SINK, SignalSink
 from .registry import pending_evaluations, pending_spans_under
@@ -116,7 +116,7 @@ def scored_answer(
         return scored_answer()(config)
     check_options(name=name, signals=signals, on_score=on_score, signal_options=signal_options)
     scorer = AnswerScorer(config, signal_options)
-    instruments = ConfidenceInstruments(meter_provider)
+    instruments = shared_instruments(meter_provider)
     events = EvaluationEmitter(logger_provider) if emit_events else None
     tracer = trace.get_tracer(
         semconv.INSTRUMENTATION_SCOPE, package_version(), tracer_provider=tracer_provider

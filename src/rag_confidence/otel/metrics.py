@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ from .attributes import DIMENSIONS, active_dimensions, dimension_score, score_in
 if TYPE_CHECKING:
     from ..scoring.models import ConfidenceScorecard
 
-__all__ = ["ConfidenceInstruments", "span_context_as_parent"]
+__all__ = ["ConfidenceInstruments", "shared_instruments", "span_context_as_parent"]
 
 #: Meter (and logger and tracer) scope of everything ``rag_confidence.otel`` records.
 METER_NAME = semconv.INSTRUMENTATION_SCOPE
@@ -159,3 +161,25 @@ def _label_action(label: str, action: str) -> Mapping[str, str]:
 @functools.lru_cache(maxsize=256)
 def _warning(code: str, severity: str) -> Mapping[str, str]:
     return {semconv.METRIC_ATTR_WARNING_CODE: code, semconv.METRIC_ATTR_WARNING_SEVERITY: severity}
+
+
+_SHARED: weakref.WeakKeyDictionary[metrics.MeterProvider, ConfidenceInstruments] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_instruments(meter_provider: metrics.MeterProvider | None = None) -> ConfidenceInstruments:
+    """The instruments of ``meter_provider`` (the global one when None), created on its first use and shared.
+
+    Every decorator and processor would otherwise create its own: on the API's proxy provider (no SDK set up
+    yet) each creation is a proxy meter and five proxy instruments the API keeps for good, so a decorator
+    applied per request, or processors created one after another, grew the process without bound.
+    """
+    provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+    try:
+        with _SHARED_LOCK:
+            found = _SHARED.get(provider)
+            if found is None:
+                found = _SHARED[provider] = ConfidenceInstruments(provider)
+            return found
+    except TypeError:  # a provider that cannot be weakly referenced or hashed: instruments of its own
+        return ConfidenceInstruments(provider)

@@ -90,6 +90,9 @@ class _Watched:
         self.gauges = gauges
 
 
+_FIRST_SWEEP = 64
+
+
 class _ProcessorGroup:
     """The observable instruments of one meter provider and the processors they read."""
 
@@ -97,6 +100,7 @@ class _ProcessorGroup:
         self._lock = threading.Lock()
         self._watched: list[_Watched] = []
         self._retired = _Totals()  # counts of processors that were garbage collected
+        self._sweep_at = _FIRST_SWEEP
         meter = metrics.get_meter(METER_NAME, package_version(), meter_provider=meter_provider)
         span, answer, trace = semconv.UNIT_SPAN, semconv.UNIT_ANSWER, semconv.UNIT_TRACE
         outcome, reason = semconv.METRIC_ATTR_PROCESSOR_OUTCOME, semconv.METRIC_ATTR_PROCESSOR_REASON
@@ -171,6 +175,11 @@ class _ProcessorGroup:
 
     def watch(self, counts: ProcessorCounts, gauges: GaugeReader) -> None:
         with self._lock:
+            # Readings sweep too, but a process whose metrics are never read (no SDK reader) would keep an
+            # entry per processor ever created: sweep when the list has doubled since the last sweep.
+            if len(self._watched) >= self._sweep_at:
+                self._sweep()
+                self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._watched))
             self._watched.append(_Watched(counts, weakref.WeakMethod(gauges)))
 
     def totals(self) -> _Totals:

@@ -31,7 +31,7 @@ from .enriched_span import copy_with
 from .events import EvaluationEmitter
 from .held_evaluations import Evaluations, with_evaluations
 from .limits import check_processor_limits
-from .metrics import ConfidenceInstruments, span_context_as_parent
+from .metrics import shared_instruments, span_context_as_parent
 from .pipeline import observe_processor
 from .trace_buffers import TraceBuffers
 from .worker import BackgroundWorker
@@ -142,7 +142,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         )
         self._downstream = downstream_processor
         self._scorer = AnswerScorer(config, signal_options)
-        self._instruments = ConfidenceInstruments(meter_provider)
+        self._instruments = shared_instruments(meter_provider)
         self._events = EvaluationEmitter(logger_provider) if emit_events else None
         self._buffers = TraceBuffers(
             max_traces=max_pending_traces, max_spans_per_trace=max_spans_per_trace, ttl_s=pending_ttl_s

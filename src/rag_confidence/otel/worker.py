@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -43,7 +44,7 @@ class BackgroundWorker:
         self._finished = 0
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._exit_flush_registered = False
+        self._exit_hook: weakref.finalize[Any, Any] | None = None
         _WORKERS.add(self)
 
     def submit(self, job: Job) -> bool:
@@ -94,17 +95,24 @@ class BackgroundWorker:
         thread = self._thread
         if thread is not None and thread.ident is not None and thread is not threading.current_thread():
             thread.join(max(0.0, timeout_s))
+        if self._exit_hook is not None:
+            self._exit_hook()  # unregisters the exit flush: nothing is left to flush
 
     def _start(self) -> None:
         # Called with the condition held.
-        if not self._exit_flush_registered:
+        if self._exit_hook is None:
             # atexit runs handlers last-registered-first: registered on first use, after the application set up
             # its meter and logger providers, this drains the queue before they shut down, so the metrics and
             # events of the last answers are still exported. Through a weak reference: a worker its processor
-            # dropped without shutting down is not kept alive by the registry.
-            self._exit_flush_registered = True
-            flush = weakref.WeakMethod(self.flush)
-            atexit.register(call_if_alive, flush, _EXIT_FLUSH_S)
+            # dropped without shutting down is not kept alive by the registry. The hook is this worker's own
+            # object, unregistered when it stops or is collected, so processors created and shut down one
+            # after another leave nothing behind.
+            hook = functools.partial(call_if_alive, weakref.WeakMethod(self.flush), _EXIT_FLUSH_S)
+            atexit.register(hook)
+            self._exit_hook = weakref.finalize(self, atexit.unregister, hook)
+            # weakref.finalize calls pending finalizers at exit, from its own atexit handler (registered
+            # after this hook, so run before it): that would unregister the flush just before its turn.
+            self._exit_hook.atexit = False
         thread = threading.Thread(target=_loop, args=(weakref.ref(self),), name=self._name, daemon=True)
         thread.start()  # may raise (no thread can be started): the next submit tries again
         self._thread = thread
