@@ -113,6 +113,45 @@ def receiver() -> Iterator[tuple[Receiver, int]]:
     server.stop(grace=None)
 
 
+@pytest.fixture
+def http_receiver() -> Iterator[tuple[Receiver, int]]:
+    """The same collector services over OTLP/HTTP (protobuf bodies on /v1/traces, /v1/metrics, /v1/logs)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    servicer = Receiver()
+    requests = {
+        "/v1/traces": trace_service_pb2.ExportTraceServiceRequest,
+        "/v1/metrics": metrics_service_pb2.ExportMetricsServiceRequest,
+        "/v1/logs": logs_service_pb2.ExportLogsServiceRequest,
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server method name
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.headers.get("Content-Encoding") == "gzip":
+                import gzip
+
+                body = gzip.decompress(body)
+            request = requests[self.path].FromString(body)
+            response = servicer.Export(request, None)
+            payload = response.SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server signature
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield servicer, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
 def attributes(proto_attributes: Any) -> dict[str, Any]:
     return {item.key: _value(item.value) for item in proto_attributes}
 
@@ -256,6 +295,36 @@ def test_configure_from_env_sends_traces_metrics_and_events_over_otlp(receiver: 
     assert_scored_over_otlp(servicer)
 
 
+def test_configure_from_env_follows_the_otlp_protocol_variables(
+    receiver: tuple[Receiver, int], http_receiver: tuple[Receiver, int]
+) -> None:
+    # OTEL_EXPORTER_OTLP_PROTOCOL picks HTTP for every signal; a per-signal variable overrides it for traces.
+    # (The exporters chosen by default were always gRPC before.)
+    grpc_servicer, grpc_port = receiver
+    http_servicer, http_port = http_receiver
+    program = "from rag_confidence.otel import configure_from_env\ntelemetry = configure_from_env()\n"
+    program += APP + "telemetry.shutdown()\n"
+    env = otlp_env(
+        http_port,
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"http://127.0.0.1:{grpc_port}",
+    )
+    result = run_program(program, env)
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: "answer" in grpc_servicer.spans())
+    assert semconv.RAG_CONFIDENCE_TOTAL in attributes(grpc_servicer.spans()["answer"].attributes)
+    wait_for(lambda: semconv.METRIC_SCORE in http_servicer.metric_names() and http_servicer.log_records())
+    assert http_servicer.spans() == {} and grpc_servicer.log_records() == []
+
+
+def test_an_otlp_protocol_the_exporters_do_not_speak_is_a_setup_error() -> None:
+    program = "from rag_confidence.otel import configure_from_env\nconfigure_from_env()\n"
+    result = run_program(program, otlp_env(1, OTEL_EXPORTER_OTLP_PROTOCOL="http/json"))
+    assert result.returncode == 1
+    assert "TelemetrySetupError: OTEL_EXPORTER_OTLP_PROTOCOL='http/json'" in result.stderr
+
+
 @pytest.mark.parametrize("background", ["false", "true"])
 def test_opentelemetry_instrument_scores_with_zero_code_when_selected(
     receiver: tuple[Receiver, int], tmp_path: Path, background: str
@@ -274,19 +343,78 @@ def test_opentelemetry_instrument_scores_with_zero_code_when_selected(
     assert_scored_over_otlp(servicer)
 
 
-def test_installed_but_not_selected_the_configurator_changes_nothing(
+OWN_PROVIDER_APP = (
+    textwrap.dedent(
+        """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    trace.set_tracer_provider(provider)  # the application's own set-up, as in the README's quick start
+    """
+    )
+    + APP
+    + textwrap.dedent(
+        """
+    print(trace.get_tracer_provider() is provider, sorted(span.name for span in memory.get_finished_spans()))
+    """
+    )
+)
+
+
+def test_installed_but_not_selected_and_alone_the_configurator_sets_nothing_up(
     receiver: tuple[Receiver, int], tmp_path: Path
 ) -> None:
+    # No configurator named and none other installed: opentelemetry-instrument would set up no providers, so
+    # ours must not either (it did, and the application's own TracerProvider was refused).
     servicer, port = receiver
-    result = run_instrumented(
-        tmp_path,
-        APP,
-        otlp_env(port, OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none"),
-    )
+    result = run_instrumented(tmp_path, OWN_PROVIDER_APP, otlp_env(port, OTEL_TRACES_EXPORTER="otlp"))
     assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "True ['answer', 'search']"
+    assert "Overriding of current TracerProvider" not in result.stderr
+    time.sleep(0.5)
+    assert servicer.spans() == {} and servicer.log_records() == []
+
+
+FAKE_DISTRO = """
+from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+
+class FakeDistroConfigurator(_OTelSDKConfigurator):
+    def _configure(self, **kwargs):
+        print("fake distro configured")
+        super()._configure(**kwargs)
+"""
+
+
+def test_installed_but_not_selected_it_runs_the_configurator_that_would_have_run(
+    receiver: tuple[Receiver, int], tmp_path: Path
+) -> None:
+    # Another configurator installed (a distro's): opentelemetry-instrument may load ours first and skip that
+    # one, so ours runs it. Our configurator is called directly here, as if loaded first.
+    servicer, port = receiver
+    (tmp_path / "fake_distro.py").write_text(FAKE_DISTRO)
+    dist_info = tmp_path / "fake_distro-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-distro\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(
+        "[opentelemetry_configurator]\nfake = fake_distro:FakeDistroConfigurator\n"
+    )
+    program = (
+        "from rag_confidence.otel import RagConfidenceConfigurator\n"
+        "RagConfidenceConfigurator().configure()\n" + APP + "trace.get_tracer_provider().shutdown()\n"
+    )
+    env = otlp_env(port, OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    env["PYTHONPATH"] = str(tmp_path)
+    result = run_program(program, env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["fake distro configured"]
     wait_for(lambda: {"answer", "search"} <= set(servicer.spans()))
     assert semconv.RAG_CONFIDENCE_TOTAL not in attributes(servicer.spans()["answer"].attributes)
-    assert servicer.log_records() == []
 
 
 def test_configure_from_env_twice_keeps_the_first_setup_and_scores_once(
@@ -360,7 +488,7 @@ def test_configure_from_env_under_the_zero_code_configurator_returns_its_setup(
         otlp_env(port, OTEL_PYTHON_CONFIGURATOR=semconv.CONFIGURATOR_NAME),
     )
     assert result.returncode == 0, result.stderr
-    assert "configure_from_env was called again" in result.stderr
+    assert "called again" not in result.stderr  # not a mistake here: no warning
     assert_scored_over_otlp(servicer)
 
 

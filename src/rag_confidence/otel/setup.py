@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,16 @@ ENV_CONFIG = "RAG_CONFIDENCE_CONFIG"
 #: ``true`` scores answers on a background thread (``background_scoring=True``) in the zero-code setup.
 ENV_BACKGROUND_SCORING = "RAG_CONFIDENCE_BACKGROUND_SCORING"
 _CONFIGURATOR_ENV = "OTEL_PYTHON_CONFIGURATOR"
+_CONFIGURATOR_GROUP = "opentelemetry_configurator"
 _EXPORTER_ENVS = {
     "traces": "OTEL_TRACES_EXPORTER",
     "metrics": "OTEL_METRICS_EXPORTER",
     "logs": "OTEL_LOGS_EXPORTER",
 }
-_OTLP = "otlp"
+# The SDK reads OTEL_EXPORTER_OTLP_[SIGNAL_]PROTOCOL only for exporters named in OTEL_*_EXPORTER; an exporter
+# named in code is taken as is (and "otlp" is the gRPC one). Defaults chosen here go by the protocol too.
+_OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_PROTOCOL"
 
 
 @dataclass(frozen=True)
@@ -92,14 +97,14 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
     in a :class:`ConfidenceSpanProcessor` and lets it read evaluators' ``gen_ai.evaluation.result`` log
     records (:class:`~rag_confidence.otel.EvaluationLogProcessor`); ``RAG_CONFIDENCE_CONFIG`` may name a JSON
     scoring config file and ``RAG_CONFIDENCE_BACKGROUND_SCORING=true`` moves scoring off the application
-    threads. Not
-    selected (another configurator may be loaded first, or none named), it behaves exactly like the SDK's
-    default configurator, so installing rag-confidence changes nothing by itself.
+    threads. Not selected (``opentelemetry-instrument`` loads the first configurator it finds when none is
+    named, and that may be this one), it runs the configurator that would have been loaded without it (a
+    distro's), or none, so installing rag-confidence changes nothing by itself.
     """
 
     def _configure(self, **kwargs: Any) -> None:
         if os.environ.get(_CONFIGURATOR_ENV, "").strip() != semconv.CONFIGURATOR_NAME:
-            super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+            _configure_as_if_absent(**kwargs)
             return
         options = {"background_scoring": _flag(ENV_BACKGROUND_SCORING)}
         try:
@@ -114,7 +119,20 @@ class RagConfidenceConfigurator(_OTelSDKConfigurator):
             super()._configure(**kwargs)  # type: ignore[no-untyped-call]
             return
         processor = _configure_sdk(self, _ProcessorFactory(config=config, options=options), kwargs)
-        _remember(processor)  # configure_from_env in the application then returns this setup
+        _remember(processor, by_configurator=True)  # configure_from_env in the application returns it
+
+
+def _configure_as_if_absent(**kwargs: Any) -> None:
+    """What ``opentelemetry-instrument`` would have done without rag-confidence installed.
+
+    With no configurator named, it loads the first one it finds, which may be ours, and skips the rest. So
+    ours runs the first other configurator (a distro's, say) when there is one, and otherwise sets nothing up:
+    an application that configures its own providers keeps them.
+    """
+    for entry_point in entry_points(group=_CONFIGURATOR_GROUP):
+        if entry_point.name != semconv.CONFIGURATOR_NAME:
+            entry_point.load()().configure(**kwargs)
+            return
 
 
 def configure_from_env(
@@ -141,10 +159,16 @@ def configure_from_env(
     """
     current = trace.get_tracer_provider()
     if _installed is not None and current is _installed.tracer_provider:
-        _logger.warning(
-            "rag-confidence: configure_from_env was called again; the first call's setup stays in place "
-            "(a second one would score every answer twice)"
-        )
+        if _installed_by_configurator:  # the same application run under opentelemetry-instrument: expected
+            _logger.info(
+                "rag-confidence: telemetry was set up by the rag_confidence configurator "
+                "(opentelemetry-instrument); configure_from_env returns that setup"
+            )
+        else:
+            _logger.warning(
+                "rag-confidence: configure_from_env was called again; the first call's setup stays in place "
+                "(a second one would score every answer twice)"
+            )
         return _installed
     if not isinstance(current, ProxyTracerProvider):
         # The SDK would refuse to replace it with only a log line, and nothing would be scored.
@@ -177,10 +201,12 @@ def _check_processor_options(options: Mapping[str, Any]) -> None:
 
 
 _installed: Telemetry | None = None
+_installed_by_configurator = False
 
 
-def _remember(processor: ConfidenceSpanProcessor | None) -> Telemetry:
-    global _installed
+def _remember(processor: ConfidenceSpanProcessor | None, *, by_configurator: bool = False) -> Telemetry:
+    global _installed, _installed_by_configurator
+    _installed_by_configurator = by_configurator
     _installed = Telemetry(
         tracer_provider=trace.get_tracer_provider(),
         meter_provider=metrics.get_meter_provider(),
@@ -191,11 +217,27 @@ def _remember(processor: ConfidenceSpanProcessor | None) -> Telemetry:
 
 
 def _default_exporters(kwargs: dict[str, Any]) -> None:
-    """Each ``OTEL_*_EXPORTER`` left unset means ``otlp``, as with ``opentelemetry-distro``."""
+    """Each ``OTEL_*_EXPORTER`` left unset means ``otlp``, as with ``opentelemetry-distro``: the OTLP exporter of
+    the protocol ``OTEL_EXPORTER_OTLP_[SIGNAL_]PROTOCOL`` names (gRPC when unset)."""
     for signal, variable in _EXPORTER_ENVS.items():
         key = f"{_singular(signal)}_exporter_names"
         if not os.environ.get(variable, "").strip() and key not in kwargs:
-            kwargs[key] = [_OTLP]
+            kwargs[key] = [_otlp_exporter(signal)]
+
+
+def _otlp_exporter(signal: str) -> str:
+    """The exporter entry point for OTLP on ``signal`` (``traces``, ``metrics`` or ``logs``)."""
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", _PROTOCOL_ENV):
+        protocol = os.environ.get(variable, "").strip()
+        if protocol:
+            name = _OTLP_BY_PROTOCOL.get(protocol)
+            if name is None:
+                raise TelemetrySetupError(
+                    f"{variable}={protocol!r}: the Python OTLP exporters speak "
+                    + " or ".join(repr(known) for known in _OTLP_BY_PROTOCOL)
+                )
+            return name
+    return _OTLP_BY_PROTOCOL["grpc"]
 
 
 def _configure_sdk(
