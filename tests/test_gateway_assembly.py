@@ -63,7 +63,9 @@ class Window:
 
     def assemble(self, trace_id: int, records: list[SpanRecord], size: int, may_answer: bool = False) -> Any:
         complete = any(record.parent_span_id is None for record in records)
-        assembled, _ = self.window.assemble(trace_id, records, size, complete=complete, may_answer=may_answer)
+        assembled, _ = self.window.assemble(trace_id, records, size, may_answer=may_answer, complete=complete)
+        if complete:
+            self.window.release([trace_id])  # as the gateway does once the root's request is delivered
         return assembled
 
 
@@ -88,17 +90,19 @@ def test_a_trace_is_assembled_across_requests_and_released_by_its_root() -> None
 
 def test_whether_a_trace_may_answer_is_remembered_across_its_requests() -> None:
     built = AssemblyWindow[str](max_traces=10, max_age=30.0, max_bytes=1_000)
-    assert built.assemble(1, ["http"], 10, complete=False, may_answer=False) == (["http"], False)
-    assert built.assemble(1, ["retrieve"], 10, complete=False, may_answer=True) == (
+    assert built.assemble(1, ["http"], 10, may_answer=False) == (["http"], False)
+    assert built.assemble(1, ["retrieve"], 10, may_answer=True) == (
         ["http", "retrieve"],
         True,
     )
     # The root holds no retrieval itself; the trace may answer because an earlier request did.
-    assert built.assemble(1, ["root"], 10, complete=True, may_answer=False) == (
+    assert built.assemble(1, ["root"], 10, may_answer=False, complete=True) == (
         ["http", "retrieve", "root"],
         True,
     )
-    assert len(built) == 0
+    assert len(built) == 1  # kept until the root's request is delivered (a retry would need it)
+    built.release([1])
+    assert len(built) == 0 and built.size_bytes == 0
 
 
 def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None:
@@ -255,9 +259,8 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
     for span, where, flag in zip(spans, placement, flags, strict=False):
         span.flags = flag
         scopes[where].spans.append(span)
-    pipeline = TracePipeline(
-        AnswerScorer(), AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
-    )
+    window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+    pipeline = TracePipeline(AnswerScorer(), window)
     scorer = AnswerScorer()
     held: dict[int, list[SpanRecord]] = {}  # the reference: every span of a trace since its last root
     for request in requests:
@@ -285,12 +288,13 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
                 )
                 if not parent_elsewhere:
                     expected[(trace_id, answer.span_id)] = scorer.score(group.spans).scorecard.total
-            if any(record.parent_span_id is None or record.parent_is_remote for record in records):
-                held.pop(trace_id, None)  # complete: released
+            if any(record.parent_span_id is None for record in records):
+                held.pop(trace_id, None)  # complete: released once delivered
             else:
                 held[trace_id] = context
         payload = request.SerializeToString() if with_body else None
         prepared = pipeline.prepare(request, payload)
+        window.release(prepared.complete_traces)  # what the gateway does once the request is delivered
         scored = {(item.trace_id, item.span_id): item.scorecard.total for item in prepared.scored}
         assert scored == expected
         assert prepared.failed_answers == 0 and prepared.forwarded == len(received)
@@ -361,11 +365,17 @@ def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoS
     return children, answer
 
 
-def _send(pipeline: TracePipeline, spans: list[ProtoSpan]) -> list[str]:
+def _send(
+    pipeline: TracePipeline, spans: list[ProtoSpan], window: AssemblyWindow[bytes] | None = None
+) -> list[str]:
+    """One request through the pipeline, delivered (the window, if any, releases its complete traces); the
+    names of the spans scored."""
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.extend(spans)
     prepared = pipeline.prepare(request, request.SerializeToString())
     assert prepared.forwarded == len(spans)
+    if window is not None:
+        window.release(prepared.complete_traces)
     by_id = {(span.trace_id, span.span_id): span.name for span in iter_spans(request)}
     return [
         by_id[(item.trace_id.to_bytes(16, "big"), item.span_id.to_bytes(8, "big"))]
@@ -373,41 +383,93 @@ def _send(pipeline: TracePipeline, spans: list[ProtoSpan]) -> list[str]:
     ]
 
 
-def test_children_whose_flags_say_their_parent_is_local_wait_for_their_root() -> None:
+def _window() -> AssemblyWindow[bytes]:
+    return AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+
+
+def test_with_the_window_children_flagged_with_a_local_parent_wait_for_their_root() -> None:
     # The usual split: the children end (and are exported) one batch before their root. The SDK flags each
-    # child's parent as local, so neither request makes the retriever an answer of its own.
+    # child's parent as local, so the window waits for the root instead of scoring the retriever as an
+    # answer of its own, and then scoring the root too (two scorecards for one answer).
     children, answer = _sdk_rag_trace()
-    window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+    window = _window()
     windowed = TracePipeline(AnswerScorer(), window)
-    assert _send(windowed, children) == []
-    assert _send(windowed, [answer]) == ["answer"]  # scored once, with its children from the window
+    assert _send(windowed, children, window) == []
+    assert _send(windowed, [answer], window) == ["answer"]  # scored once, with its children from the window
     assert len(window) == 0
-    alone = TracePipeline(AnswerScorer())  # no window: the trace is split, so nothing to score it with
-    assert _send(alone, children) == []
-    assert _send(alone, [answer]) == []
-    whole = TracePipeline(AnswerScorer())  # the recommended set-up: groupbytrace sends it whole
-    assert _send(whole, [*children, answer]) == ["answer"]
 
 
-def test_a_child_without_flags_and_without_its_parent_is_still_a_local_root() -> None:
-    # Senders that do not set the flags (older SDKs): an absent parent may be another service's, so the
-    # retriever's subtree is scored as before.
+def test_without_the_window_an_absent_parent_counts_as_remote_whatever_the_flags() -> None:
+    # Without the window a request is all there is of a trace: a span whose parent never reaches the gateway
+    # (a parent that was never exported, as under Langfuse's trace_context or a resumed SpanContext) is the
+    # local root the recommended set-up (groupbytrace) delivers whole.
+    children, answer = _sdk_rag_trace()
+    assert _send(TracePipeline(AnswerScorer()), children) == ["retrieve"]
+    assert _send(TracePipeline(AnswerScorer()), [*children, answer]) == ["answer"]
+
+
+def test_with_the_window_a_child_without_flags_is_still_a_local_root() -> None:
+    # Senders that do not set the flags (older SDKs): an absent parent may be another service's.
     children, _ = _sdk_rag_trace()
     for span in children:
         span.flags = 0
-    assert _send(TracePipeline(AnswerScorer()), children) == ["retrieve"]
+    window = _window()
+    assert _send(TracePipeline(AnswerScorer(), window), children, window) == ["retrieve"]
 
 
-def test_a_local_root_with_a_remote_parent_completes_its_trace_in_the_window() -> None:
-    # A service that is not the trace's origin: its root has a remote parent, which never arrives here.
-    children, answer = _sdk_rag_trace(remote_parent=True)
-    window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
+def test_with_the_window_each_local_root_of_a_trace_is_scored_and_none_releases_the_others() -> None:
+    # One trace enters the RAG service twice (fan-out, or a retry by the caller): two local roots with remote
+    # parents. Neither may drop the other's spans from the window.
+    first_children, first = _sdk_rag_trace(remote_parent=True)
+    second_children, second = _sdk_rag_trace(remote_parent=True)
+    trace_id = first.trace_id
+    for span in (*second_children, second):
+        span.trace_id = trace_id
+    window = _window()
     pipeline = TracePipeline(AnswerScorer(), window)
-    assert _send(pipeline, children) == []
-    assert len(window) == 1
-    assert _send(pipeline, [answer]) == ["answer"]
-    assert len(window) == 0  # released, not held until max_age and counted as an eviction
-    assert window.evictions == dict.fromkeys(window.evictions, 0)
+    assert _send(pipeline, [*first_children, *second_children], window) == []
+    assert _send(pipeline, [first], window) == ["answer"]
+    assert _send(pipeline, [second], window) == ["answer"]  # still with its children
+    assert len(window) == 1  # no root without a parent came: kept until max_age
+
+
+def test_a_retry_after_a_downstream_failure_is_scored_with_the_whole_trace() -> None:
+    # The root's request fails downstream (503, retryable); the upstream sends it again. The window kept the
+    # trace until a delivery succeeded, so the retry is scored with the children of the earlier request.
+    children, answer = _sdk_rag_trace()
+
+    class Flaky(_Downstream):
+        fail_next = False
+
+        def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
+            if self.fail_next:
+                self.fail_next = False
+                return ForwardResult(False, "downstream down")
+            return super().forward(request)
+
+    downstream = Flaky()
+    config = GatewayConfig(assembly=AssemblySettings(max_age=3600.0))
+    gateway = Gateway(config, downstream, meter_provider=MeterProvider())
+
+    def body(spans: list[ProtoSpan]) -> bytes:
+        request = ExportTraceServiceRequest()
+        request.resource_spans.add().scope_spans.add().spans.extend(spans)
+        return request.SerializeToString()
+
+    assert gateway.process("grpc", body(children), "application/x-protobuf", None).error is None
+    downstream.fail_next = True
+    failed = gateway.process("grpc", body([answer]), "application/x-protobuf", None)
+    assert failed.error is not None and failed.error.retryable
+    delivered: list[ExportTraceServiceRequest] = []
+    downstream.forward = lambda request: (delivered.append(request), ForwardResult(True))[1]  # type: ignore[method-assign]
+    assert gateway.process("grpc", body([answer]), "application/x-protobuf", None).error is None
+    (span,) = iter_spans(delivered[0])
+    scored = {item.key: item.value for item in span.attributes}
+    assert semconv.RAG_CONFIDENCE_TOTAL in scored
+    assert (
+        scored[semconv.RAG_CONFIDENCE_CANDIDATES].int_value == 1
+    )  # the retriever's document, from the window
+    assert gateway.window is not None and len(gateway.window) == 0
 
 
 def test_an_idle_window_lets_old_traces_go_when_asked() -> None:

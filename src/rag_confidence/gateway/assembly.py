@@ -15,7 +15,8 @@ Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` secon
 it is scored with the kept spans but not kept itself: every request of a trace is scored with all its kept
 spans, so the cap bounds that work). Every eviction is counted by reason, including an incomplete trace dropped
 because one request of it alone exceeds ``max_bytes``, and a trace's first request beyond ``max_spans``. A trace
-whose local root arrived (see the pipeline) is complete and released without counting as an eviction.
+whose root arrived is complete: the gateway releases it (:meth:`AssemblyWindow.release`, not an eviction) once
+that request was delivered, so a retry after a downstream failure still finds the trace.
 
 Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
 processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
@@ -50,11 +51,12 @@ class AssemblyWindow(Generic[Item]):
     encoded spans), with whether any of them may make the trace an answer.
 
     >>> window: AssemblyWindow[str] = AssemblyWindow(max_traces=100, max_age=30.0, max_bytes=1 << 20)
-    >>> window.assemble(1, ["retrieve"], size=100, complete=False, may_answer=True)
+    >>> window.assemble(1, ["retrieve"], size=100, may_answer=True)
     (['retrieve'], True)
-    >>> window.assemble(1, ["answer"], size=100, complete=True, may_answer=False)
+    >>> window.assemble(1, ["answer"], size=100, may_answer=False, complete=True)
     (['retrieve', 'answer'], True)
-    >>> len(window)  # the root arrived: the trace is complete and released
+    >>> window.release([1])  # the root arrived and its request was delivered: the trace is complete
+    >>> len(window)
     0
     """
 
@@ -91,6 +93,16 @@ class AssemblyWindow(Generic[Item]):
     def size_bytes(self) -> int:
         return self._bytes
 
+    def release(self, trace_ids: Sequence[int]) -> None:
+        """Forget complete traces (their root was delivered): no eviction."""
+        if not trace_ids:
+            return
+        with self._lock:
+            for trace_id in trace_ids:
+                entry = self._entries.pop(trace_id, None)
+                if entry is not None:
+                    self._bytes -= entry.size
+
     def expire(self) -> int:
         """Let the traces older than ``max_age`` go (counted as evictions) and return how many are left.
 
@@ -105,11 +117,11 @@ class AssemblyWindow(Generic[Item]):
         return left
 
     def assemble(
-        self, trace_id: int, items: Sequence[Item], size: int, *, complete: bool, may_answer: bool
+        self, trace_id: int, items: Sequence[Item], size: int, *, may_answer: bool, complete: bool = False
     ) -> tuple[list[Item], bool]:
         """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
-        ``may_answer``. Remembers ``items`` (``size`` bytes) unless the trace is ``complete`` (its root span
-        arrived)."""
+        ``may_answer``. Remembers ``items`` (``size`` bytes) too, within the bounds. A ``complete`` trace (its
+        root came) is kept for :meth:`release` without pushing another trace out: it is about to leave."""
         now = self._clock()
         evicted: dict[str, int] = {}
         with self._lock:
@@ -120,7 +132,7 @@ class AssemblyWindow(Generic[Item]):
             if entry is not None:
                 self._bytes -= entry.size
             assembled = [*earlier, *items]
-            if not complete and size <= self._max_bytes:
+            if size <= self._max_bytes:
                 entry = entry or _Entry()
                 if len(assembled) <= self._max_spans:
                     entry.items = assembled
@@ -132,8 +144,9 @@ class AssemblyWindow(Generic[Item]):
                 entry.may_answer = may_answer
                 self._entries[trace_id] = entry
                 self._bytes += entry.size
-                self._enforce_bounds(evicted)
-            elif not complete:  # one request beyond the byte bound: the incomplete trace cannot be kept
+                if not complete:
+                    self._enforce_bounds(evicted)
+            else:  # one request beyond the byte bound: the incomplete trace cannot be kept
                 self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
         self._report(evicted)
         return assembled, may_answer

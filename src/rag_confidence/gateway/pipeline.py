@@ -48,6 +48,7 @@ class Prepared:
     scored: list[ScoredSpan] = field(default_factory=list)
     failed_answers: int = 0
     already_scored: int = 0
+    complete_traces: list[int] = field(default_factory=list)  # whose root came: released once delivered
     payload_size: int = 0  # of the decoded body, for the size check after scoring
 
     @property
@@ -131,13 +132,19 @@ class TracePipeline:
             # Kept encoded: one serialization gives the copy and its size, and a trace that never holds a
             # retrieval (most traffic) never costs records.
             encoded = [span.SerializeToString() for span in spans]
+            key = int.from_bytes(trace_id, "big")
+            # Only a root without any parent ends a trace: a local root with a remote parent may be one of
+            # several in it (another service's, a second call's).
+            complete = any(_is_root(span) for span in spans)
             assembled, may_answer = window.assemble(
-                int.from_bytes(trace_id, "big"),
+                key,
                 encoded,
                 sum(len(item) for item in encoded),
-                complete=any(_is_local_root(span) for span in spans),
                 may_answer=trace_id in answering,
+                complete=complete,
             )
+            if complete:  # released once delivered: a retry after a downstream failure finds it still here
+                prepared.complete_traces.append(key)
             if may_answer:
                 earlier = assembled[: len(assembled) - len(encoded)]
                 self._score_spans(
@@ -145,6 +152,7 @@ class TracePipeline:
                     spans,
                     prepared,
                     earlier=[to_record(ProtoSpan.FromString(item)) for item in earlier],
+                    wait_for_parents=True,
                 )
 
     def _score_spans(
@@ -153,14 +161,22 @@ class TracePipeline:
         spans: Sequence[ProtoSpan],
         prepared: Prepared,
         earlier: Sequence[SpanRecord] = (),
+        *,
+        wait_for_parents: bool = False,
     ) -> None:
         """Find and score the answers among ``spans`` (with ``earlier`` spans of their trace as context) and
-        enrich their protobuf spans in place."""
+        enrich their protobuf spans in place. ``wait_for_parents`` (the window): a span that is a local root
+        only because its parent is missing, while its flags say that parent is in the same process, is left
+        for a later request, which brings the parent and scores the whole answer once."""
         records = [to_record(span) for span in spans]
         groups = find_answers([*earlier, *records] if earlier else records)
         if not groups:
             return
-        known = {(record.trace_id, record.span_id) for record in (*earlier, *records)}
+        known = (
+            {(record.trace_id, record.span_id) for record in (*earlier, *records)}
+            if wait_for_parents
+            else None
+        )
         here: dict[tuple[int, int], tuple[ProtoSpan, SpanRecord]] = {}
         for span, record in zip(spans, records, strict=True):
             here.setdefault((record.trace_id, record.span_id), (span, record))
@@ -170,14 +186,14 @@ class TracePipeline:
                 continue
             proto_span, record = found
             if (
-                group.rule == "root"
+                known is not None
+                and group.rule == "root"
                 and record.parent_span_id is not None
                 and (record.trace_id, record.parent_span_id) not in known
                 and _parent_is_local(proto_span)
             ):
-                # Its parent ran in the same process (the span says so) and comes in another request: the
-                # trace's local root is elsewhere, and scoring this span would give its trace a second,
-                # partial answer (a retriever whose root follows in the next batch).
+                # Scoring it now would give its trace a second, partial answer when the root arrives (a
+                # retriever exported one batch before its root).
                 continue
             if semconv.RAG_CONFIDENCE_TOTAL in record.attributes:  # scored in-process or by another gateway
                 prepared.already_scored += 1
@@ -204,14 +220,10 @@ _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 
 
-def _is_local_root(span: ProtoSpan) -> bool:
-    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`), or a parent the
-    span's flags say is remote: the root of this process's part of the trace, which ends it here."""
+def _is_root(span: ProtoSpan) -> bool:
+    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`)."""
     parent = span.parent_span_id
-    if not parent or parent == _ZERO_SPAN_ID:
-        return True
-    flags = span.flags
-    return bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE)
+    return not parent or parent == _ZERO_SPAN_ID
 
 
 def _parent_is_local(span: ProtoSpan) -> bool:

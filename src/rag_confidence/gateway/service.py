@@ -227,6 +227,8 @@ class Gateway:
                 )
                 return Outcome(error=error, label=semconv.GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE)
             self.metrics.forwarded(transport, prepared.forwarded)
+            if self.window is not None:
+                self.window.release(prepared.complete_traces)
             self._record_scorecards(prepared)
         outcome = Outcome()
         if prepared.rejected:

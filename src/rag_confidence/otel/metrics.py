@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
+import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -165,6 +166,15 @@ def _warning(code: str, severity: str) -> Mapping[str, str]:
 
 _SHARED: weakref.WeakKeyDictionary[metrics.MeterProvider, ConfidenceInstruments] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # Another thread of the parent may have held it at the fork: the child's first decorator would wait for ever.
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def shared_instruments(meter_provider: metrics.MeterProvider | None = None) -> ConfidenceInstruments:
