@@ -64,8 +64,6 @@ class Window:
     def assemble(self, trace_id: int, records: list[SpanRecord], size: int, may_answer: bool = False) -> Any:
         complete = any(record.parent_span_id is None for record in records)
         assembled, _ = self.window.assemble(trace_id, records, size, may_answer=may_answer, complete=complete)
-        if complete:
-            self.window.release([trace_id])  # as the gateway does once the root's request is delivered
         return assembled
 
 
@@ -100,8 +98,6 @@ def test_whether_a_trace_may_answer_is_remembered_across_its_requests() -> None:
         ["http", "retrieve", "root"],
         True,
     )
-    assert len(built) == 1  # kept until the root's request is delivered (a retry would need it)
-    built.release([1])
     assert len(built) == 0 and built.size_bytes == 0
 
 
@@ -289,12 +285,11 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
                 if not parent_elsewhere:
                     expected[(trace_id, answer.span_id)] = scorer.score(group.spans).scorecard.total
             if any(record.parent_span_id is None for record in records):
-                held.pop(trace_id, None)  # complete: released once delivered
+                held.pop(trace_id, None)  # complete: released
             else:
                 held[trace_id] = context
         payload = request.SerializeToString() if with_body else None
         prepared = pipeline.prepare(request, payload)
-        window.release(prepared.complete_traces)  # what the gateway does once the request is delivered
         scored = {(item.trace_id, item.span_id): item.scorecard.total for item in prepared.scored}
         assert scored == expected
         assert prepared.failed_answers == 0 and prepared.forwarded == len(received)
@@ -365,17 +360,12 @@ def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoS
     return children, answer
 
 
-def _send(
-    pipeline: TracePipeline, spans: list[ProtoSpan], window: AssemblyWindow[bytes] | None = None
-) -> list[str]:
-    """One request through the pipeline, delivered (the window, if any, releases its complete traces); the
-    names of the spans scored."""
+def _send(pipeline: TracePipeline, spans: list[ProtoSpan]) -> list[str]:
+    """One request through the pipeline; the names of the spans scored."""
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.extend(spans)
     prepared = pipeline.prepare(request, request.SerializeToString())
     assert prepared.forwarded == len(spans)
-    if window is not None:
-        window.release(prepared.complete_traces)
     by_id = {(span.trace_id, span.span_id): span.name for span in iter_spans(request)}
     return [
         by_id[(item.trace_id.to_bytes(16, "big"), item.span_id.to_bytes(8, "big"))]
@@ -394,8 +384,8 @@ def test_with_the_window_children_flagged_with_a_local_parent_wait_for_their_roo
     children, answer = _sdk_rag_trace()
     window = _window()
     windowed = TracePipeline(AnswerScorer(), window)
-    assert _send(windowed, children, window) == []
-    assert _send(windowed, [answer], window) == ["answer"]  # scored once, with its children from the window
+    assert _send(windowed, children) == []
+    assert _send(windowed, [answer]) == ["answer"]  # scored once, with its children from the window
     assert len(window) == 0
 
 
@@ -414,7 +404,7 @@ def test_with_the_window_a_child_without_flags_is_still_a_local_root() -> None:
     for span in children:
         span.flags = 0
     window = _window()
-    assert _send(TracePipeline(AnswerScorer(), window), children, window) == ["retrieve"]
+    assert _send(TracePipeline(AnswerScorer(), window), children) == ["retrieve"]
 
 
 def test_with_the_window_each_local_root_of_a_trace_is_scored_and_none_releases_the_others() -> None:
@@ -427,9 +417,9 @@ def test_with_the_window_each_local_root_of_a_trace_is_scored_and_none_releases_
         span.trace_id = trace_id
     window = _window()
     pipeline = TracePipeline(AnswerScorer(), window)
-    assert _send(pipeline, [*first_children, *second_children], window) == []
-    assert _send(pipeline, [first], window) == ["answer"]
-    assert _send(pipeline, [second], window) == ["answer"]  # still with its children
+    assert _send(pipeline, [*first_children, *second_children]) == []
+    assert _send(pipeline, [first]) == ["answer"]
+    assert _send(pipeline, [second]) == ["answer"]  # still with its children
     assert len(window) == 1  # no root without a parent came: kept until max_age
 
 
@@ -538,3 +528,15 @@ def test_the_span_cap_is_a_gateway_setting() -> None:
     for span_id in (2, 3, 4):
         gateway.process("grpc", _request(9, span_id, 1), "application/x-protobuf", None)
     assert gateway.window is not None and gateway.window.evictions[semconv.GATEWAY_EVICTION_MAX_SPANS] == 1
+
+
+def test_a_restored_trace_keeps_what_came_meanwhile_and_stays_within_the_bounds() -> None:
+    built, _, reported = window(max_bytes=1_000, max_spans=3)
+    assembled = built.assemble(1, [root(1)], size=100)  # complete: released at once
+    assert len(built.window) == 0
+    built.assemble(1, [child(1, 5)], size=50)  # a late span of the trace, before the retry
+    built.window.restore(1, assembled, 100, may_answer=True)  # the root's request was not delivered
+    assert names(built.window.assemble(1, [], 0, may_answer=False)[0]) == ["root", "child 5"]
+    assert built.window.size_bytes == 150 and built.window.assemble(1, [], 0, may_answer=False)[1] is True
+    built.window.restore(2, [child(2, n) for n in range(2, 6)], 40, may_answer=True)  # past max_spans
+    assert len(built.window) == 1 and reported == [(semconv.GATEWAY_EVICTION_MAX_SPANS, 1)]

@@ -15,8 +15,8 @@ Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` secon
 it is scored with the kept spans but not kept itself: every request of a trace is scored with all its kept
 spans, so the cap bounds that work). Every eviction is counted by reason, including an incomplete trace dropped
 because one request of it alone exceeds ``max_bytes``, and a trace's first request beyond ``max_spans``. A trace
-whose root arrived is complete: the gateway releases it (:meth:`AssemblyWindow.release`, not an eviction) once
-that request was delivered, so a retry after a downstream failure still finds the trace.
+whose root arrived is complete and released (not an eviction); if that request is not delivered, the gateway
+puts the trace back (:meth:`AssemblyWindow.restore`), so the upstream's retry still finds it.
 
 Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
 processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
@@ -55,8 +55,7 @@ class AssemblyWindow(Generic[Item]):
     (['retrieve'], True)
     >>> window.assemble(1, ["answer"], size=100, may_answer=False, complete=True)
     (['retrieve', 'answer'], True)
-    >>> window.release([1])  # the root arrived and its request was delivered: the trace is complete
-    >>> len(window)
+    >>> len(window)  # the root arrived: the trace is complete and released
     0
     """
 
@@ -93,16 +92,6 @@ class AssemblyWindow(Generic[Item]):
     def size_bytes(self) -> int:
         return self._bytes
 
-    def release(self, trace_ids: Sequence[int]) -> None:
-        """Forget complete traces (their root was delivered): no eviction."""
-        if not trace_ids:
-            return
-        with self._lock:
-            for trace_id in trace_ids:
-                entry = self._entries.pop(trace_id, None)
-                if entry is not None:
-                    self._bytes -= entry.size
-
     def expire(self) -> int:
         """Let the traces older than ``max_age`` go (counted as evictions) and return how many are left.
 
@@ -120,8 +109,8 @@ class AssemblyWindow(Generic[Item]):
         self, trace_id: int, items: Sequence[Item], size: int, *, may_answer: bool, complete: bool = False
     ) -> tuple[list[Item], bool]:
         """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
-        ``may_answer``. Remembers ``items`` (``size`` bytes) too, within the bounds. A ``complete`` trace (its
-        root came) is kept for :meth:`release` without pushing another trace out: it is about to leave."""
+        ``may_answer``. Remembers ``items`` (``size`` bytes) unless the trace is ``complete`` (its root came):
+        then it is forgotten, and :meth:`restore` puts it back if its request is not delivered."""
         now = self._clock()
         evicted: dict[str, int] = {}
         with self._lock:
@@ -132,7 +121,9 @@ class AssemblyWindow(Generic[Item]):
             if entry is not None:
                 self._bytes -= entry.size
             assembled = [*earlier, *items]
-            if size <= self._max_bytes:
+            if complete:
+                pass
+            elif size <= self._max_bytes:
                 entry = entry or _Entry()
                 if len(assembled) <= self._max_spans:
                     entry.items = assembled
@@ -140,16 +131,43 @@ class AssemblyWindow(Generic[Item]):
                 elif not entry.capped:  # counted once per trace; its kept spans stay as they are
                     entry.capped = True
                     self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
-                entry.updated = now
-                entry.may_answer = may_answer
-                self._entries[trace_id] = entry
-                self._bytes += entry.size
-                if not complete:
-                    self._enforce_bounds(evicted)
+                self._keep(trace_id, entry, now, may_answer, evicted)
             else:  # one request beyond the byte bound: the incomplete trace cannot be kept
                 self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
         self._report(evicted)
         return assembled, may_answer
+
+    def restore(self, trace_id: int, items: list[Item], size: int, *, may_answer: bool) -> None:
+        """Keep a complete trace again (``items``, all its spans so far, of ``size`` bytes): its request was not
+        delivered, and the upstream's retry must find the trace as it was."""
+        evicted: dict[str, int] = {}
+        with self._lock:
+            current = self._entries.pop(trace_id, None)
+            entry = _Entry(items=items, size=size)
+            if current is not None:  # a request of the trace came meanwhile
+                self._bytes -= current.size
+                entry.items = [*items, *current.items]
+                entry.size += current.size
+                may_answer = may_answer or current.may_answer
+            if entry.size > self._max_bytes or len(entry.items) > self._max_spans:
+                reason = (
+                    semconv.GATEWAY_EVICTION_MEMORY
+                    if entry.size > self._max_bytes
+                    else semconv.GATEWAY_EVICTION_MAX_SPANS
+                )
+                self._count(reason, evicted)
+            else:
+                self._keep(trace_id, entry, self._clock(), may_answer, evicted)
+        self._report(evicted)
+
+    def _keep(
+        self, trace_id: int, entry: _Entry[Item], now: float, may_answer: bool, evicted: dict[str, int]
+    ) -> None:
+        entry.updated = now
+        entry.may_answer = may_answer
+        self._entries[trace_id] = entry
+        self._bytes += entry.size
+        self._enforce_bounds(evicted)
 
     def _expire(self, now: float, evicted: dict[str, int]) -> None:
         while self._entries:

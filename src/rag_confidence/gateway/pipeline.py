@@ -48,7 +48,8 @@ class Prepared:
     scored: list[ScoredSpan] = field(default_factory=list)
     failed_answers: int = 0
     already_scored: int = 0
-    complete_traces: list[int] = field(default_factory=list)  # whose root came: released once delivered
+    # Traces whose root came (released from the window): id, every span so far (encoded), may answer.
+    complete_traces: list[tuple[int, list[bytes], bool]] = field(default_factory=list)
     payload_size: int = 0  # of the decoded body, for the size check after scoring
 
     @property
@@ -143,8 +144,8 @@ class TracePipeline:
                 may_answer=trace_id in answering,
                 complete=complete,
             )
-            if complete:  # released once delivered: a retry after a downstream failure finds it still here
-                prepared.complete_traces.append(key)
+            if complete:  # restored if the request is not delivered, for the upstream's retry
+                prepared.complete_traces.append((key, assembled, may_answer))
             if may_answer:
                 earlier = assembled[: len(assembled) - len(encoded)]
                 self._score_spans(
