@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, unknown_fields
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -59,9 +61,51 @@ def _valid_bodies() -> list[bytes]:
     return [encode_spans(memory.get_finished_spans()).SerializeToString()]
 
 
+def _unchecked_strings_pool() -> descriptor_pool.DescriptorPool:
+    """The request schema with ``bytes`` for every ``string``: what a reader that does not check UTF-8 accepts
+    (the Collector's; the gateway reads such requests too, see gateway/lenient.py)."""
+    pool = descriptor_pool.DescriptorPool()
+    pending = [trace_service_pb2.DESCRIPTOR]
+    files: list[descriptor_pb2.FileDescriptorProto] = []
+    while pending:  # dependencies first
+        file = pending.pop()
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        files.insert(0, proto)
+        pending.extend(file.dependencies)
+    stack: list[descriptor_pb2.DescriptorProto] = [m for proto in files for m in proto.message_type]
+    while stack:
+        message = stack.pop()
+        stack.extend(message.nested_type)
+        for field in message.field:
+            if field.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+                field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+    added: set[str] = set()
+    for proto in files:
+        if proto.name not in added:
+            pool.Add(proto)
+            added.add(proto.name)
+    return pool
+
+
+_POOL = _unchecked_strings_pool()
+_UNCHECKED = message_factory.GetMessageClass(
+    _POOL.FindMessageTypeByName(ExportTraceServiceRequest.DESCRIPTOR.full_name)
+)
+_UNCHECKED_SCOPE_SPANS = message_factory.GetMessageClass(
+    _POOL.FindMessageTypeByName("opentelemetry.proto.trace.v1.ScopeSpans")
+)
+
+
 def _parses(body: bytes) -> bool:
+    """Protobuf accepts the body, UTF-8 of strings unchecked (and a deprecated field 1000 of a ResourceSpans,
+    if any, holds a ScopeSpans)."""
     try:
-        ExportTraceServiceRequest().ParseFromString(body)
+        request = _UNCHECKED.FromString(body)
+        for resource_spans in request.resource_spans:  # type: ignore[attr-defined]
+            for field in unknown_fields.UnknownFieldSet(resource_spans):
+                if field.field_number == 1000 and field.wire_type == 2:
+                    _UNCHECKED_SCOPE_SPANS.FromString(field.data)
     except Exception:
         return False
     return True

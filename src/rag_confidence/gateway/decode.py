@@ -16,8 +16,10 @@ from google.protobuf import json_format  # type: ignore[import-untyped,unused-ig
 from google.protobuf.message import DecodeError, Message  # type: ignore[import-untyped,unused-ignore]
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ..errors import GatewayRequestError
+from .lenient import migrate_deprecated_scope_spans, valid_utf8_request
 
 CONTENT_TYPE_PROTOBUF = "application/x-protobuf"
 CONTENT_TYPE_JSON = "application/json"
@@ -59,11 +61,14 @@ def decompress(body: bytes, content_encoding: str | None, limit: int) -> bytes:
         return body
     if encoding == "gzip":
         wbits = 16 + zlib.MAX_WBITS
-    elif encoding == "deflate":
+    elif encoding in (
+        "deflate",
+        "zlib",
+    ):  # both the zlib format (RFC 1950); the Collector names it either way
         wbits = zlib.MAX_WBITS
     else:
         raise GatewayRequestError(
-            f"unsupported content encoding {encoding!r}; use gzip",
+            f"unsupported content encoding {encoding!r}; use gzip (or deflate)",
             http_status=415,
             grpc_code=code_pb2.INVALID_ARGUMENT,
         )
@@ -110,20 +115,37 @@ def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
     try:
         request.ParseFromString(payload)
     except (DecodeError, RuntimeError, ValueError) as error:
-        raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {error}") from None
+        if "UTF-8" not in str(error):
+            raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {error}") from None
+        # Senders that do not check UTF-8 (a Go string of arbitrary bytes, an attribute cut inside a
+        # character) are delivered by the Collector, which does not check it either: refusing would lose the
+        # whole batch (400 is not retried). Such strings are read leniently, invalid bytes replaced by U+FFFD.
+        try:
+            request = valid_utf8_request(payload)
+        except (DecodeError, RuntimeError, ValueError) as lenient_error:
+            raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {lenient_error}") from None
+    try:
+        migrate_deprecated_scope_spans(request)
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise bad_request(
+            f"malformed protobuf ExportTraceServiceRequest (deprecated scope spans): {error}"
+        ) from None
     return request
 
 
 def parse_json(payload: bytes) -> ExportTraceServiceRequest:
     """OTLP/JSON: ids are hex (``json_format`` alone would read them as base64 and silently corrupt them)."""
     try:
-        document = json.loads(payload)
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        # As the Collector's reader: invalid UTF-8 and unpaired surrogates become U+FFFD, and a key given twice
+        # keeps both arrays (a plain dict would keep the last one and drop spans without a word).
+        text = payload.decode("utf-8", errors="replace")
+        document = json.loads(text, object_pairs_hook=_object)
+    except (ValueError, RecursionError) as error:
         raise bad_request(f"malformed JSON: {error}") from None
     if not isinstance(document, dict):
         raise bad_request("malformed OTLP/JSON: the body must be a JSON object")
     try:
-        _hex_ids_to_base64(document)
+        _prepare_json(document)
         request = ExportTraceServiceRequest()
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except GatewayRequestError:
@@ -150,14 +172,70 @@ def encode_message(message: Message, content_type: str) -> bytes:
     return serialized
 
 
-def _hex_ids_to_base64(document: dict[str, Any]) -> None:
-    """Rewrite span and link ids in place from OTLP/JSON hex to the base64 that ``json_format`` expects."""
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object: a key given twice with two arrays keeps both, in order; unpaired surrogates (``\\ud83d``
+    escapes) become U+FFFD."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if isinstance(value, str) and not value.isascii():
+            value = _without_surrogates(value)
+        if key in found and isinstance(value, list) and isinstance(found[key], list):
+            found[key] = [*found[key], *value]
+        else:
+            found[key] = value
+    return found
+
+
+def _without_surrogates(text: str) -> str:
+    # json.loads joins escaped surrogate pairs into one character: a surrogate left in the text is unpaired.
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# Enum fields of the trace request read by name: json_format with ignore_unknown_fields (needed for unknown
+# fields) also skips an unknown enum *name*, leaving the default, so a status "ERROR" would arrive as UNSET.
+_SPAN_KINDS = frozenset(trace_pb2.Span.SpanKind.keys())
+_STATUS_CODES = frozenset(trace_pb2.Status.StatusCode.keys())
+
+
+def _prepare_json(document: dict[str, Any]) -> None:
+    """Check enum names, move spans of the deprecated field into ``scopeSpans``, and rewrite span and link ids
+    in place from OTLP/JSON hex to the base64 that ``json_format`` expects."""
     for resource_spans in _objects(_field(document, "resourceSpans", "resource_spans")):
+        _migrate_json(resource_spans)
         for scope_spans in _objects(_field(resource_spans, "scopeSpans", "scope_spans")):
             for span in _objects(scope_spans.get("spans")):
                 _convert_ids(span)
+                _check_enum(span.get("kind"), _SPAN_KINDS, "Span.kind")
+                status = span.get("status")
+                if isinstance(status, dict):
+                    _check_enum(status.get("code"), _STATUS_CODES, "Status.code")
                 for link in _objects(span.get("links")):
                     _convert_ids(link)
+
+
+def _check_enum(value: Any, names: frozenset[str], field: str) -> None:
+    if isinstance(value, str) and value not in names and not value.lstrip("-").isdigit():
+        raise bad_request(f"malformed OTLP/JSON: unknown enum name in {field}")
+
+
+_DEPRECATED_SCOPE_SPANS = ("deprecatedScopeSpans", "deprecated_scope_spans")
+
+
+def _migrate_json(resource_spans: dict[str, Any]) -> None:
+    """Spans of the deprecated ``ResourceSpans`` field 1000 (``instrumentation_library_spans`` of older
+    senders) move to ``scopeSpans`` when that is empty, as the Collector moves them."""
+    for name in _DEPRECATED_SCOPE_SPANS:
+        deprecated = resource_spans.pop(name, None)
+        if (
+            isinstance(deprecated, list)
+            and deprecated
+            and not _field(resource_spans, "scopeSpans", "scope_spans")
+        ):
+            resource_spans.pop("scope_spans", None)
+            resource_spans["scopeSpans"] = deprecated
 
 
 def _field(message: dict[str, Any], json_name: str, proto_name: str) -> Any:
