@@ -76,14 +76,40 @@ def names(records: list[SpanRecord]) -> list[str]:
     return [record.name for record in records]
 
 
-def test_a_trace_is_assembled_across_requests_and_released_by_its_root() -> None:
-    built, _, reported = window()
+def test_a_trace_is_assembled_across_requests_and_its_root_completes_it_without_an_eviction() -> None:
+    built, clock, reported = window()
     assert names(built.assemble(1, [child(1, 2)], size=100)) == ["child 2"]
     assert names(built.assemble(1, [child(1, 3)], size=100)) == ["child 2", "child 3"]
     assert (len(built.window), built.window.size_bytes) == (1, 200)
     assert names(built.assemble(1, [root(1)], size=100)) == ["child 2", "child 3", "root"]
-    assert (len(built.window), built.window.size_bytes) == (0, 0)  # complete: released, not evicted
-    assert reported == [] and set(built.window.evictions.values()) == {0}
+    # Complete, but still there for what comes after the root (another service's part, a retried request).
+    assert names(built.assemble(1, [child(1, 4)], size=100)) == ["child 2", "child 3", "root", "child 4"]
+    clock.now = 31.0
+    assert built.window.expire() == 0  # max_age lets it go
+    assert (len(built.window), built.window.size_bytes) == (0, 0)
+    assert reported == [] and set(built.window.evictions.values()) == {0}  # not an eviction: nothing waited
+
+
+def test_complete_traces_go_first_when_a_bound_is_reached_and_uncounted() -> None:
+    built, _, reported = window(max_traces=2)
+    built.assemble(1, [child(1)], size=10)
+    built.assemble(2, [root(2)], size=10)  # complete
+    built.assemble(3, [child(3)], size=10)  # over max_traces: trace 2 goes, though trace 1 is older
+    assert reported == []
+    assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "root"]
+    assert names(built.assemble(2, [child(2, 5)], size=10)) == ["child 5"]
+    built.assemble(4, [child(4)], size=10)  # now the complete trace 1 goes, then the oldest waiting one
+    assert reported == [(semconv.PIPELINE_EVICTION_MAX_TRACES, 1)]
+
+
+def test_a_request_sent_again_is_not_kept_twice() -> None:
+    built = AssemblyWindow[str](max_traces=10, max_age=30.0, max_bytes=1_000)
+    built.assemble(1, ["a", "b"], 20, may_answer=False)
+    for _ in range(3):  # the upstream retries after downstream failures: the same items, the same order
+        assert built.assemble(1, ["a", "b"], 20, may_answer=False)[0] == ["a", "b", "a", "b"]
+    assert built.size_bytes == 20
+    assert built.assemble(1, ["b", "a"], 20, may_answer=False)[0] == ["a", "b", "b", "a"]
+    assert built.size_bytes == 40  # another request: kept
 
 
 def test_whether_a_trace_may_answer_is_remembered_across_its_requests() -> None:
@@ -98,7 +124,7 @@ def test_whether_a_trace_may_answer_is_remembered_across_its_requests() -> None:
         ["http", "retrieve", "root"],
         True,
     )
-    assert len(built) == 0 and built.size_bytes == 0
+    assert built.assemble(1, [], 0, may_answer=False) == (["http", "retrieve", "root"], True)
 
 
 def test_beyond_max_traces_the_least_recently_updated_trace_is_evicted() -> None:
@@ -162,9 +188,8 @@ def test_concurrent_requests_keep_the_accounting_exact() -> None:
         thread.join()
     assert errors == []
     assert len(built.window) <= 50
-    entries = (
-        built.window._entries.values()
-    )  # the invariant under test: bytes held == sum of the entries' sizes
+    entries = [*built.window._waiting.values(), *built.window._complete.values()]
+    # The invariant under test: bytes held == sum of the entries' sizes.
     assert built.window.size_bytes == sum(entry.size for entry in entries)
 
 
@@ -225,8 +250,12 @@ def test_the_gateway_reports_the_windows_traces_and_evictions_as_metrics() -> No
     }
     assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 2}
     gateway.process("grpc", _request(4, 1, None), "application/x-protobuf", None)  # trace 4's root
-    assert len(gateway.window) == 1
-    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 1}
+    gateway.process("grpc", _request(5, 2, 1), "application/x-protobuf", None)  # the complete trace 4 goes
+    assert len(gateway.window) == 2
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_TRACES) == {"": 2}
+    assert _sum(reader, semconv.METRIC_GATEWAY_ASSEMBLY_EVICTIONS) == {  # and is no eviction
+        semconv.PIPELINE_EVICTION_MAX_TRACES: 2
+    }
 
 
 # -- the window path scores what the rules find in each trace's spans seen so far ------------------------------
@@ -258,7 +287,7 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
     window = AssemblyWindow[bytes](max_traces=100, max_age=3600.0, max_bytes=1 << 30)
     pipeline = TracePipeline(AnswerScorer(), window)
     scorer = AnswerScorer()
-    held: dict[int, list[SpanRecord]] = {}  # the reference: every span of a trace since its last root
+    held: dict[int, list[SpanRecord]] = {}  # the reference: every span of a trace so far
     for request in requests:
         received = list(iter_spans(request))
         by_trace: dict[int, list[SpanRecord]] = {}
@@ -284,10 +313,7 @@ def test_with_the_window_each_request_scores_the_answers_of_the_spans_seen_so_fa
                 )
                 if not parent_elsewhere:
                     expected[(trace_id, answer.span_id)] = scorer.score(group.spans).scorecard.total
-            if any(record.parent_span_id is None for record in records):
-                held.pop(trace_id, None)  # complete: released
-            else:
-                held[trace_id] = context
+            held[trace_id] = context  # complete or not, a trace stays (bounds and max_age are far off here)
         payload = request.SerializeToString() if with_body else None
         prepared = pipeline.prepare(request, payload)
         scored = {(item.trace_id, item.span_id): item.scorecard.total for item in prepared.scored}
@@ -386,7 +412,8 @@ def test_with_the_window_children_flagged_with_a_local_parent_wait_for_their_roo
     windowed = TracePipeline(AnswerScorer(), window)
     assert _send(windowed, children) == []
     assert _send(windowed, [answer]) == ["answer"]  # scored once, with its children from the window
-    assert len(window) == 0
+    assert _send(windowed, [answer]) == ["answer"]  # the request retried: the same scorecard, from the window
+    assert window.size_bytes == sum(len(span.SerializeToString()) for span in (*children, answer))
 
 
 def test_without_the_window_an_absent_parent_counts_as_remote_whatever_the_flags() -> None:
@@ -459,7 +486,7 @@ def test_a_retry_after_a_downstream_failure_is_scored_with_the_whole_trace() -> 
     assert (
         scored[semconv.RAG_CONFIDENCE_CANDIDATES].int_value == 1
     )  # the retriever's document, from the window
-    assert gateway.window is not None and len(gateway.window) == 0
+    assert gateway.window is not None and len(gateway.window) == 1  # complete, kept until max_age
 
 
 def test_an_idle_window_lets_old_traces_go_when_asked() -> None:
@@ -504,7 +531,7 @@ def test_a_trace_past_max_spans_keeps_its_first_spans_and_is_counted_once() -> N
     assert reported == [(semconv.GATEWAY_EVICTION_MAX_SPANS, 1)]  # the first request it could not take
     assert built.window.size_bytes == 200  # what is kept (two requests of 100), exactly
     assert names(built.assemble(1, [root(1)], size=10)) == ["child 2", "child 3", "child 6", "root"]
-    assert len(built.window) == 0 and built.window.size_bytes == 0
+    assert built.window.size_bytes == 200  # the root would be a fourth span: scored with them, not kept
 
 
 def test_the_span_cap_is_a_gateway_setting() -> None:
@@ -530,13 +557,116 @@ def test_the_span_cap_is_a_gateway_setting() -> None:
     assert gateway.window is not None and gateway.window.evictions[semconv.GATEWAY_EVICTION_MAX_SPANS] == 1
 
 
-def test_a_restored_trace_keeps_what_came_meanwhile_and_stays_within_the_bounds() -> None:
-    built, _, reported = window(max_bytes=1_000, max_spans=3)
-    assembled = built.assemble(1, [root(1)], size=100)  # complete: released at once
-    assert len(built.window) == 0
-    built.assemble(1, [child(1, 5)], size=50)  # a late span of the trace, before the retry
-    built.window.restore(1, assembled, 100, may_answer=True)  # the root's request was not delivered
-    assert names(built.window.assemble(1, [], 0, may_answer=False)[0]) == ["root", "child 5"]
-    assert built.window.size_bytes == 150 and built.window.assemble(1, [], 0, may_answer=False)[1] is True
-    built.window.restore(2, [child(2, n) for n in range(2, 6)], 40, may_answer=True)  # past max_spans
-    assert len(built.window) == 1 and reported == [(semconv.GATEWAY_EVICTION_MAX_SPANS, 1)]
+# -- spans that come after the root ---------------------------------------------------------------------------
+
+
+class _Recording(_Downstream):
+    """Fails the next ``fail`` forwards; records each delivered span's total (None when unscored)."""
+
+    def __init__(self) -> None:
+        self.fail = 0
+        self.totals: dict[str, object] = {}
+
+    def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
+        if self.fail:
+            self.fail -= 1
+            return ForwardResult(False, "downstream down")
+        for span in iter_spans(request):
+            values = {item.key: item.value.int_value for item in span.attributes}
+            self.totals[span.name] = values.get(semconv.RAG_CONFIDENCE_TOTAL)
+        return ForwardResult(True)
+
+
+def _service(name: str) -> tuple[Any, Any]:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    return provider.get_tracer("app"), memory
+
+
+def _retrieve_and_generate(tracer: Any) -> None:
+    with tracer.start_as_current_span("retrieve") as span:
+        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
+        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}", "doc-1")
+        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}", 0.9)
+    with tracer.start_as_current_span("generate") as span:
+        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
+        span.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [doc-1].")
+
+
+def _body(spans: Any) -> bytes:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return encode_spans(list(spans)).SerializeToString()
+
+
+def _whole_trace_totals(spans: Any) -> dict[str, object]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    records = [to_record(span) for span in iter_spans(encode_spans(list(spans)))]
+    return {
+        group.answer.name: AnswerScorer().score(group.spans).attributes[semconv.RAG_CONFIDENCE_TOTAL]
+        for group in find_answers(records)
+    }
+
+
+def _windowed(downstream: _Recording) -> Gateway:
+    config = GatewayConfig(assembly=AssemblySettings(max_age=3600.0))
+    return Gateway(config, downstream, meter_provider=MeterProvider())
+
+
+def test_another_services_answer_after_the_origins_root_is_scored_with_its_children() -> None:
+    # frontend GET /chat -> rag-svc POST /ask (remote parent) -> retrieve, generate. rag-svc exports its
+    # children, then the frontend's batch (with the trace's root) arrives, then rag-svc's server span.
+    from opentelemetry import trace
+
+    front, front_memory = _service("frontend")
+    rag, rag_memory = _service("rag-svc")
+    with (
+        front.start_as_current_span("GET /chat", kind=trace.SpanKind.SERVER),
+        front.start_as_current_span("POST rag-svc", kind=trace.SpanKind.CLIENT) as client,
+    ):
+        caller = client.get_span_context()
+        remote = trace.set_span_in_context(
+            trace.NonRecordingSpan(
+                trace.SpanContext(
+                    caller.trace_id, caller.span_id, is_remote=True, trace_flags=trace.TraceFlags(1)
+                )
+            )
+        )
+        with rag.start_as_current_span("POST /ask", context=remote, kind=trace.SpanKind.SERVER):
+            _retrieve_and_generate(rag)
+    rag_spans, front_spans = rag_memory.get_finished_spans(), front_memory.get_finished_spans()
+    downstream = _Recording()
+    gateway = _windowed(downstream)
+    for spans in (rag_spans[:2], front_spans, rag_spans[2:]):
+        assert gateway.process("grpc", _body(spans), "application/x-protobuf", None).error is None
+    assert downstream.totals["POST /ask"] == _whole_trace_totals([*rag_spans, *front_spans])["POST /ask"]
+
+
+def test_a_request_retried_after_its_roots_request_is_scored_with_the_whole_trace() -> None:
+    # The Collector's sending queue keeps exporting while a failed batch waits in backoff: the root's request
+    # is delivered before the retry of the marked answer's.
+    tracer, memory = _service("rag-svc")
+    with tracer.start_as_current_span("POST /ask"), tracer.start_as_current_span("answer_question") as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        _retrieve_and_generate(tracer)
+    retrieve, generate, answer_span, root_span = memory.get_finished_spans()
+    downstream = _Recording()
+    gateway = _windowed(downstream)
+    assert gateway.process("grpc", _body([retrieve, generate]), "application/x-protobuf", None).error is None
+    downstream.fail = 1
+    assert gateway.process("grpc", _body([answer_span]), "application/x-protobuf", None).error is not None
+    assert gateway.process("grpc", _body([root_span]), "application/x-protobuf", None).error is None
+    assert gateway.process("grpc", _body([answer_span]), "application/x-protobuf", None).error is None
+    whole = _whole_trace_totals([retrieve, generate, answer_span, root_span])
+    assert downstream.totals["answer_question"] == whole["answer_question"]
+    assert gateway.window is not None  # the failed attempt and its retry are kept once
+    requests = (_body([retrieve, generate]), _body([answer_span]), _body([root_span]))
+    sent = [span for body in requests for span in iter_spans(ExportTraceServiceRequest.FromString(body))]
+    assert gateway.window.size_bytes == sum(len(span.SerializeToString()) for span in sent)

@@ -13,10 +13,14 @@ turned into records, until one arrives.
 Bounds: ``max_traces`` (least recently updated evicted first), ``max_age`` seconds since a trace's last span,
 ``max_bytes`` of the spans' encoded size, and ``max_spans`` per trace (a request that would take a trace past
 it is scored with the kept spans but not kept itself: every request of a trace is scored with all its kept
-spans, so the cap bounds that work). Every eviction is counted by reason, including an incomplete trace dropped
-because one request of it alone exceeds ``max_bytes``, and a trace's first request beyond ``max_spans``. A trace
-whose root arrived is complete and released (not an eviction); if that request is not delivered, the gateway
-puts the trace back (:meth:`AssemblyWindow.restore`), so the upstream's retry still finds it.
+spans, so the cap bounds that work). Every eviction of an incomplete trace is counted by reason, including one
+dropped because one request of it alone exceeds ``max_bytes``, and a trace's first request beyond ``max_spans``.
+
+A trace whose root (a span without a parent) arrived is complete, but stays until ``max_age`` like the others,
+because spans that come after it must still find it (another service's part of the trace, whose local root has a remote
+parent and may come later; a request the upstream retries after the root's was delivered; a span that ends
+after its root). Complete traces go first when a bound is reached, and their going is no eviction: nothing is
+waiting for them. A request sent again (a retry, byte for byte) is not kept twice.
 
 Off by default: the recommended set-up groups whole traces upstream (the Collector's ``groupbytrace``
 processor, with ``loadbalancing`` by trace id in front of several gateways), which keeps the gateway
@@ -30,7 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .. import semconv
 
@@ -43,7 +47,11 @@ class _Entry(Generic[Item]):
     size: int = 0
     updated: float = 0.0
     may_answer: bool = False
+    complete: bool = False  # its root arrived
     capped: bool = False  # a request of it was not kept for max_spans (counted the first time)
+    requests: set[int] = field(
+        default_factory=set
+    )  # fingerprints of the requests kept: a retry is not kept twice
 
 
 class AssemblyWindow(Generic[Item]):
@@ -55,8 +63,8 @@ class AssemblyWindow(Generic[Item]):
     (['retrieve'], True)
     >>> window.assemble(1, ["answer"], size=100, may_answer=False, complete=True)
     (['retrieve', 'answer'], True)
-    >>> len(window)  # the root arrived: the trace is complete and released
-    0
+    >>> window.assemble(1, ["late"], size=100, may_answer=False)  # the root came, the trace is still there
+    (['retrieve', 'answer', 'late'], True)
     """
 
     def __init__(
@@ -75,7 +83,9 @@ class AssemblyWindow(Generic[Item]):
         self._max_bytes = max_bytes
         self._on_evict = on_evict
         self._clock = clock
-        self._entries: OrderedDict[int, _Entry[Item]] = OrderedDict()
+        # Least recently updated first; complete traces apart, so bounds let them go before any incomplete one.
+        self._waiting: OrderedDict[int, _Entry[Item]] = OrderedDict()
+        self._complete: OrderedDict[int, _Entry[Item]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.evictions: dict[str, int] = {
@@ -86,14 +96,14 @@ class AssemblyWindow(Generic[Item]):
         }
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._waiting) + len(self._complete)
 
     @property
     def size_bytes(self) -> int:
         return self._bytes
 
     def expire(self) -> int:
-        """Let the traces older than ``max_age`` go (counted as evictions) and return how many are left.
+        """Let the traces older than ``max_age`` go and return how many are left.
 
         Requests expire traces as they come; this is for when none come: the gateway calls it when its
         metrics are read, so an idle window empties and its gauge says so.
@@ -101,7 +111,7 @@ class AssemblyWindow(Generic[Item]):
         evicted: dict[str, int] = {}
         with self._lock:
             self._expire(self._clock(), evicted)
-            left = len(self._entries)
+            left = len(self)
         self._report(evicted)
         return left
 
@@ -109,83 +119,76 @@ class AssemblyWindow(Generic[Item]):
         self, trace_id: int, items: Sequence[Item], size: int, *, may_answer: bool, complete: bool = False
     ) -> tuple[list[Item], bool]:
         """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
-        ``may_answer``. Remembers ``items`` (``size`` bytes) unless the trace is ``complete`` (its root came):
-        then it is forgotten, and :meth:`restore` puts it back if its request is not delivered."""
+        ``may_answer``. Remembers ``items`` (``size`` bytes) too, within the bounds; ``complete``: they hold
+        the trace's root."""
         now = self._clock()
         evicted: dict[str, int] = {}
         with self._lock:
             self._expire(now, evicted)
-            entry = self._entries.pop(trace_id, None)
-            earlier = entry.items if entry is not None else []
-            may_answer = may_answer or (entry is not None and entry.may_answer)
-            if entry is not None:
+            entry = self._waiting.pop(trace_id, None)
+            if entry is None:
+                entry = self._complete.pop(trace_id, None)
+            if entry is None:
+                entry = _Entry()
+            else:
                 self._bytes -= entry.size
-            assembled = [*earlier, *items]
-            if complete:
-                pass
-            elif size <= self._max_bytes:
-                entry = entry or _Entry()
-                if len(assembled) <= self._max_spans:
-                    entry.items = assembled
-                    entry.size += size
-                elif not entry.capped:  # counted once per trace; its kept spans stay as they are
-                    entry.capped = True
-                    self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
-                self._keep(trace_id, entry, now, may_answer, evicted)
-            else:  # one request beyond the byte bound: the incomplete trace cannot be kept
+            may_answer = may_answer or entry.may_answer
+            assembled = [*entry.items, *items]
+            fingerprint = _fingerprint(items)
+            if fingerprint is not None and fingerprint in entry.requests:
+                pass  # sent again: kept already
+            elif size > self._max_bytes:  # one request beyond the byte bound: the trace cannot be kept
+                entry = None
                 self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
+            elif len(assembled) <= self._max_spans:
+                entry.items = assembled
+                entry.size += size
+                if fingerprint is not None:
+                    entry.requests.add(fingerprint)
+            elif not entry.capped:  # counted once per trace; its kept spans stay as they are
+                entry.capped = True
+                self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
+            if entry is not None:
+                entry.updated = now
+                entry.may_answer = may_answer
+                entry.complete = entry.complete or complete
+                (self._complete if entry.complete else self._waiting)[trace_id] = entry
+                self._bytes += entry.size
+                self._enforce_bounds(evicted)
         self._report(evicted)
         return assembled, may_answer
 
-    def restore(self, trace_id: int, items: list[Item], size: int, *, may_answer: bool) -> None:
-        """Keep a complete trace again (``items``, all its spans so far, of ``size`` bytes): its request was not
-        delivered, and the upstream's retry must find the trace as it was."""
-        evicted: dict[str, int] = {}
-        with self._lock:
-            current = self._entries.pop(trace_id, None)
-            entry = _Entry(items=items, size=size)
-            if current is not None:  # a request of the trace came meanwhile
-                self._bytes -= current.size
-                entry.items = [*items, *current.items]
-                entry.size += current.size
-                may_answer = may_answer or current.may_answer
-            if entry.size > self._max_bytes or len(entry.items) > self._max_spans:
-                reason = (
-                    semconv.GATEWAY_EVICTION_MEMORY
-                    if entry.size > self._max_bytes
-                    else semconv.GATEWAY_EVICTION_MAX_SPANS
-                )
-                self._count(reason, evicted)
-            else:
-                self._keep(trace_id, entry, self._clock(), may_answer, evicted)
-        self._report(evicted)
-
-    def _keep(
-        self, trace_id: int, entry: _Entry[Item], now: float, may_answer: bool, evicted: dict[str, int]
-    ) -> None:
-        entry.updated = now
-        entry.may_answer = may_answer
-        self._entries[trace_id] = entry
-        self._bytes += entry.size
-        self._enforce_bounds(evicted)
-
     def _expire(self, now: float, evicted: dict[str, int]) -> None:
-        while self._entries:
-            trace_id, entry = next(iter(self._entries.items()))
-            if now - entry.updated < self._max_age:
-                break
-            self._drop(trace_id, semconv.PIPELINE_EVICTION_MAX_AGE, evicted)
+        for entries, reason in ((self._complete, None), (self._waiting, semconv.PIPELINE_EVICTION_MAX_AGE)):
+            while entries:
+                trace_id, entry = next(iter(entries.items()))
+                if now - entry.updated < self._max_age:
+                    break
+                self._drop(entries, trace_id, reason, evicted)
 
     def _enforce_bounds(self, evicted: dict[str, int]) -> None:
-        while len(self._entries) > self._max_traces:
-            self._drop(next(iter(self._entries)), semconv.PIPELINE_EVICTION_MAX_TRACES, evicted)
-        while self._bytes > self._max_bytes and self._entries:
-            self._drop(next(iter(self._entries)), semconv.GATEWAY_EVICTION_MEMORY, evicted)
+        while len(self) > self._max_traces:
+            self._drop_oldest(semconv.PIPELINE_EVICTION_MAX_TRACES, evicted)
+        while self._bytes > self._max_bytes and len(self):
+            self._drop_oldest(semconv.GATEWAY_EVICTION_MEMORY, evicted)
 
-    def _drop(self, trace_id: int, reason: str, evicted: dict[str, int]) -> None:
-        entry = self._entries.pop(trace_id)
+    def _drop_oldest(self, reason: str, evicted: dict[str, int]) -> None:
+        if self._complete:  # nothing waits for a complete trace: it goes first, and uncounted
+            self._drop(self._complete, next(iter(self._complete)), None, evicted)
+        else:
+            self._drop(self._waiting, next(iter(self._waiting)), reason, evicted)
+
+    def _drop(
+        self,
+        entries: OrderedDict[int, _Entry[Item]],
+        trace_id: int,
+        reason: str | None,
+        evicted: dict[str, int],
+    ) -> None:
+        entry = entries.pop(trace_id)
         self._bytes -= entry.size
-        self._count(reason, evicted)
+        if reason is not None:  # an incomplete trace: something may still have needed it
+            self._count(reason, evicted)
 
     def _count(self, reason: str, evicted: dict[str, int]) -> None:
         self.evictions[reason] += 1
@@ -195,3 +198,11 @@ class AssemblyWindow(Generic[Item]):
         if self._on_evict is not None:
             for reason, count in evicted.items():
                 self._on_evict(reason, count)
+
+
+def _fingerprint(items: Sequence[Any]) -> int | None:
+    """Equal for the same items in the same order (a request sent again); None for unhashable items."""
+    try:
+        return hash(tuple(items))
+    except TypeError:
+        return None

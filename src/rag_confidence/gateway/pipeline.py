@@ -48,8 +48,6 @@ class Prepared:
     scored: list[ScoredSpan] = field(default_factory=list)
     failed_answers: int = 0
     already_scored: int = 0
-    # Traces whose root came (released from the window): id, every span so far (encoded), may answer.
-    complete_traces: list[tuple[int, list[bytes], bool]] = field(default_factory=list)
     payload_size: int = 0  # of the decoded body, for the size check after scoring
 
     @property
@@ -133,21 +131,20 @@ class TracePipeline:
             # Kept encoded: one serialization gives the copy and its size, and a trace that never holds a
             # retrieval (most traffic) never costs records.
             encoded = [span.SerializeToString() for span in spans]
-            key = int.from_bytes(trace_id, "big")
-            # Only a root without any parent ends a trace: a local root with a remote parent may be one of
-            # several in it (another service's, a second call's).
-            complete = any(_is_root(span) for span in spans)
+            # Only a root without any parent completes a trace: a local root with a remote parent may be one
+            # of several in it (another service's, a second call's).
             assembled, may_answer = window.assemble(
-                key,
+                int.from_bytes(trace_id, "big"),
                 encoded,
                 sum(len(item) for item in encoded),
                 may_answer=trace_id in answering,
-                complete=complete,
+                complete=any(_is_root(span) for span in spans),
             )
-            if complete:  # restored if the request is not delivered, for the upstream's retry
-                prepared.complete_traces.append((key, assembled, may_answer))
             if may_answer:
                 earlier = assembled[: len(assembled) - len(encoded)]
+                if earlier:  # a retried request finds its own spans kept: read them once
+                    current = set(encoded)
+                    earlier = [item for item in earlier if item not in current]
                 self._score_spans(
                     scorer,
                     spans,

@@ -214,11 +214,6 @@ class Gateway:
                 if not result.ok:
                     break
             if not result.ok:
-                if self.window is not None:  # the retry must find these traces as they were
-                    for trace_id, items, may_answer in prepared.complete_traces:
-                        self.window.restore(
-                            trace_id, items, sum(len(item) for item in items), may_answer=may_answer
-                        )
                 self.metrics.export_failed()
                 self.metrics.rejected(
                     transport, prepared.forwarded, semconv.GATEWAY_REASON_DOWNSTREAM_UNAVAILABLE
