@@ -355,31 +355,41 @@ def test_a_retried_request_scores_its_trace_as_if_sent_once() -> None:
 # -- span flags: whether an absent parent is in this process or another ------------------------------------------
 
 
-def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoSpan]:
-    """A RAG trace made by the SDK and encoded by its OTLP encoder (which sets the is-remote span flags): the
-    children (retriever, LLM) and the local root, whose parent is another service's span when ``remote_parent``."""
-    from opentelemetry import trace
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+def _service(name: str) -> tuple[Any, Any]:
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     memory = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("app")
+    return provider.get_tracer("app"), memory
+
+
+def _retrieve_and_generate(tracer: Any) -> None:
+    with tracer.start_as_current_span("retrieve") as span:
+        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
+        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}", "doc-1")
+        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}", 0.9)
+    with tracer.start_as_current_span("generate") as span:
+        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
+        span.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [doc-1].")
+
+
+def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoSpan]:
+    """A RAG trace made by the SDK and encoded by its OTLP encoder (which sets the is-remote span flags): the
+    children (retriever, LLM) and the local root, whose parent is another service's span when ``remote_parent``."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    tracer, memory = _service("rag-svc")
     context = None
     if remote_parent:
         caller = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(1))
         context = trace.set_span_in_context(trace.NonRecordingSpan(caller))
     with tracer.start_as_current_span("answer", context=context):
-        with tracer.start_as_current_span("retrieve") as retrieve:
-            retrieve.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
-            retrieve.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}", "d1")
-            retrieve.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}", 0.9)
-        with tracer.start_as_current_span("generate") as generate:
-            generate.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
-            generate.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [d1].")
+        _retrieve_and_generate(tracer)
     request = encode_spans(memory.get_finished_spans())
     *children, answer = iter_spans(request)
     assert answer.name == "answer"
@@ -575,28 +585,6 @@ class _Recording(_Downstream):
             values = {item.key: item.value.int_value for item in span.attributes}
             self.totals[span.name] = values.get(semconv.RAG_CONFIDENCE_TOTAL)
         return ForwardResult(True)
-
-
-def _service(name: str) -> tuple[Any, Any]:
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": name}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return provider.get_tracer("app"), memory
-
-
-def _retrieve_and_generate(tracer: Any) -> None:
-    with tracer.start_as_current_span("retrieve") as span:
-        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
-        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_ID}", "doc-1")
-        span.set_attribute(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0.{semconv.OI_DOCUMENT_SCORE}", 0.9)
-    with tracer.start_as_current_span("generate") as span:
-        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_LLM)
-        span.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [doc-1].")
 
 
 def _body(spans: Any) -> bytes:
