@@ -493,6 +493,33 @@ print(len(proxy._meters))
     assert int(done.stdout.strip()) <= 2  # the confidence instruments' meter and the processor metrics' meter
 
 
+def test_every_instrument_of_one_collection_reports_the_same_moment(metered: Metered) -> None:
+    # Spans end on another thread while the metrics are collected. Scoring inline, a span is counted in and
+    # out under one lock, so within one collection spans received == spans forwarded; read separately per
+    # instrument (as before), they differed by the spans that ended in between (a flaky dashboard test).
+    stop = threading.Event()
+
+    def traffic() -> None:
+        while not stop.is_set():
+            metered.plain_trace()
+            metered.rag_trace()
+
+    worker = threading.Thread(target=traffic)
+    worker.start()
+    try:
+        differences = []
+        for _ in range(150):
+            points = metered.points()
+            received = value(points, semconv.METRIC_PROCESSOR_SPANS_RECEIVED)
+            forwarded = value(points, semconv.METRIC_PROCESSOR_SPANS_FORWARDED)
+            differences.append(received - forwarded)
+    finally:
+        stop.set()
+        worker.join()
+    assert value(metered.points(), semconv.METRIC_PROCESSOR_SPANS_RECEIVED) > 0
+    assert set(differences) == {0}
+
+
 def test_stats_and_metrics_agree(metered: Metered) -> None:
     for _ in range(3):
         metered.rag_trace()

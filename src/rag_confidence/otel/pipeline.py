@@ -101,6 +101,7 @@ class _ProcessorGroup:
         self._watched: list[_Watched] = []
         self._retired = _Totals()  # counts of processors that were garbage collected
         self._sweep_at = _FIRST_SWEEP
+        self._snapshot: tuple[int, _Totals] | None = None  # numbered, the latest collection's totals
         meter = metrics.get_meter(METER_NAME, package_version(), meter_provider=meter_provider)
         span, answer, trace = semconv.UNIT_SPAN, semconv.UNIT_ANSWER, semconv.UNIT_TRACE
         outcome, reason = semconv.METRIC_ATTR_PROCESSOR_OUTCOME, semconv.METRIC_ATTR_PROCESSOR_REASON
@@ -156,9 +157,9 @@ class _ProcessorGroup:
                 ],
             ),
         )
-        for name, unit, description, pick in counters:
+        for index, (name, unit, description, pick) in enumerate(counters):
             meter.create_observable_counter(
-                name, callbacks=[self._callback(pick)], unit=unit, description=description
+                name, callbacks=[self._callback(pick, first=index == 0)], unit=unit, description=description
             )
         meter.create_observable_up_down_counter(
             semconv.METRIC_PROCESSOR_BUFFER_TRACES,
@@ -220,12 +221,28 @@ class _ProcessorGroup:
         return pending, queued
 
     def _callback(
-        self, pick: Callable[[_Totals], list[tuple[int, dict[str, str]]]]
+        self, pick: Callable[[_Totals], list[tuple[int, dict[str, str]]]], first: bool
     ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        used = [-1]  # the snapshot this instrument reported last
+
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(value, attributes) for value, attributes in pick(self.totals())]
+            return [
+                Observation(value, attributes) for value, attributes in pick(self._totals_for(first, used))
+            ]
 
         return observe
+
+    def _totals_for(self, first: bool, used: list[int]) -> _Totals:
+        """One snapshot per collection, so every instrument reports the same moment: spans received and
+        forwarded read apart would differ by the spans that ended in between. The SDK calls the callbacks in
+        the order they were registered: the first instrument takes a snapshot, the others report it, and one
+        that sees a snapshot it reported already (the first was not called) takes a new one."""
+        snapshot = self._snapshot
+        if first or snapshot is None or used[0] == snapshot[0]:
+            number = snapshot[0] + 1 if snapshot is not None else 0
+            snapshot = self._snapshot = (number, self.totals())
+        used[0] = snapshot[0]
+        return snapshot[1]
 
 
 _GROUPS: weakref.WeakKeyDictionary[MeterProvider, _ProcessorGroup] = weakref.WeakKeyDictionary()
