@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, SpanFlags
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from .. import semconv
@@ -23,7 +23,7 @@ from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
 from .assembly import AssemblyWindow
 from .screen import Screen
-from .spans import set_attributes, to_record
+from .spans import is_root, parent_is_local, set_attributes, to_record
 
 _logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class TracePipeline:
                 encoded,
                 sum(len(item) for item in encoded),
                 may_answer=trace_id in answering,
-                complete=any(_is_root(span) for span in spans),
+                complete=any(is_root(span) for span in spans),
             )
             if may_answer:
                 earlier = assembled[: len(assembled) - len(encoded)]
@@ -188,7 +188,7 @@ class TracePipeline:
                 and group.rule == "root"
                 and record.parent_span_id is not None
                 and (record.trace_id, record.parent_span_id) not in known
-                and _parent_is_local(proto_span)
+                and parent_is_local(proto_span)
             ):
                 # Scoring it now would give its trace a second, partial answer when the root arrives (a
                 # retriever exported one batch before its root).
@@ -212,23 +212,6 @@ class TracePipeline:
 
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
-
-
-_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-
-
-def _is_root(span: ProtoSpan) -> bool:
-    """No parent at all (an all-zero parent id reads as none, as in :func:`~.spans.to_record`)."""
-    parent = span.parent_span_id
-    return not parent or parent == _ZERO_SPAN_ID
-
-
-def _parent_is_local(span: ProtoSpan) -> bool:
-    """The span's flags say its parent is in the same process (senders that do not set the flags leave it
-    unknown: then an absent parent reads as remote, as before the flags existed)."""
-    flags = span.flags
-    return bool(flags & _HAS_IS_REMOTE) and not flags & _IS_REMOTE
 
 
 # Deleting a run of invalid spans shifts every span behind it once; copying the valid spans back costs far more
