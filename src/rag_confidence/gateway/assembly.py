@@ -47,11 +47,9 @@ class _Entry(Generic[Item]):
     size: int = 0
     updated: float = 0.0
     may_answer: bool = False
-    complete: bool = False  # its root arrived
     capped: bool = False  # a request of it was not kept for max_spans (counted the first time)
-    requests: set[int] = field(
-        default_factory=set
-    )  # fingerprints of the requests kept: a retry is not kept twice
+    # Fingerprints of the requests kept: a retry is not kept twice.
+    requests: set[int] = field(default_factory=set)
 
 
 class AssemblyWindow(Generic[Item]):
@@ -128,6 +126,7 @@ class AssemblyWindow(Generic[Item]):
             entry = self._waiting.pop(trace_id, None)
             if entry is None:
                 entry = self._complete.pop(trace_id, None)
+                complete = complete or entry is not None  # where it was kept says whether its root came
             if entry is None:
                 entry = _Entry()
             else:
@@ -151,8 +150,7 @@ class AssemblyWindow(Generic[Item]):
             if entry is not None:
                 entry.updated = now
                 entry.may_answer = may_answer
-                entry.complete = entry.complete or complete
-                (self._complete if entry.complete else self._waiting)[trace_id] = entry
+                (self._complete if complete else self._waiting)[trace_id] = entry
                 self._bytes += entry.size
                 self._enforce_bounds(evicted)
         self._report(evicted)
