@@ -221,13 +221,13 @@ def _check_enum(value: Any, names: frozenset[str], field: str) -> None:
         raise bad_request(f"malformed OTLP/JSON: unknown enum name in {field}")
 
 
-_DEPRECATED_SCOPE_SPANS = ("deprecatedScopeSpans", "deprecated_scope_spans")
+_DEPRECATED_SCOPE_SPANS_KEYS = ("deprecatedScopeSpans", "deprecated_scope_spans")
 
 
 def _migrate_json(resource_spans: dict[str, Any]) -> None:
     """Spans of the deprecated ``ResourceSpans`` field 1000 (``instrumentation_library_spans`` of older
     senders) move to ``scopeSpans`` when that is empty, as the Collector moves them."""
-    for name in _DEPRECATED_SCOPE_SPANS:
+    for name in _DEPRECATED_SCOPE_SPANS_KEYS:
         deprecated = resource_spans.pop(name, None)
         if (
             isinstance(deprecated, list)

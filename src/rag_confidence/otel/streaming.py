@@ -70,7 +70,7 @@ class Stream:
                 with place.entered():
                     stream._finish(span, place.sink, result)
             except BaseException as error:
-                _streamdecline(span, error)
+                _decline_stream(span, error)
                 raise
             finally:
                 if opened:
@@ -110,7 +110,7 @@ class Stream:
                 with place.entered():
                     stream._finish(span, place.sink, None)  # an async generator returns no value
             except BaseException as error:
-                _streamdecline(span, error)
+                _decline_stream(span, error)
                 raise
             finally:
                 if opened:
@@ -144,7 +144,7 @@ class _Place:
             otel_context.detach(token)
 
 
-def _streamdecline(span: Span, error: BaseException) -> None:
+def _decline_stream(span: Span, error: BaseException) -> None:
     # Closed early (GeneratorExit) may happen anywhere, garbage collection included: only a failure the
     # consumer saw clears the scorecard it reads in its own context.
     decline(span, clear_last=not isinstance(error, GeneratorExit))
