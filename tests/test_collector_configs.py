@@ -141,7 +141,8 @@ NESTED_KEYS: dict[str, set[str]] = {
     "grpc": {"endpoint", "tls", "max_recv_msg_size_mib", "max_concurrent_streams", "keepalive", "auth"},
     "http": {"endpoint", "tls", "cors", "auth", "max_request_body_size", "include_metadata"},
 }
-# The same components under the names otelcol-contrib 0.144+ prefers; a config uses one set, not both.
+# The same components under their new names (core's otlp_grpc and otlp_http from 0.144, contrib's
+# load_balancing from 0.153); a config uses one set, not both.
 RENAMED = {"otlp_grpc": "otlp", "otlp_http": "otlphttp", "load_balancing": "loadbalancing"}
 PUSH_EXPORTERS = {"otlp", "otlphttp", "loadbalancing"}
 
@@ -350,3 +351,21 @@ def test_nested_settings_use_their_documented_keys(config: dict[str, Any]) -> No
     for path, key, value in blocks:
         unknown = set(value) - NESTED_KEYS[key]
         assert not unknown, f"{path}: {sorted(unknown)} are not {key} settings"
+
+
+def test_self_telemetry_keeps_the_documented_metric_names() -> None:
+    """The docs name the Collector's own metrics as its default reader exposes them
+    (``otelcol_exporter_send_failed_spans``). A reader written out in the config takes the exporter's own
+    defaults instead, which add ``_total`` and unit suffixes: the same three switches keep the names."""
+    documented = {
+        name
+        for path in (COLLECTOR / "README.md", ROOT / "examples" / "collector-stack" / "README.md")
+        for name in re.findall(r"\b(otelcol_[a-z_]+)", path.read_text(encoding="utf-8"))
+    }
+    assert documented, "the docs point at the Collector's own metrics"
+    assert not any(name.endswith("_total") for name in documented)
+    for path in CONFIGS:
+        for reader in load(path)["service"]["telemetry"]["metrics"]["readers"]:
+            prometheus = reader["pull"]["exporter"]["prometheus"]
+            switches = ("without_type_suffix", "without_units", "without_scope_info")
+            assert all(prometheus.get(key) is True for key in switches), path.name

@@ -60,10 +60,7 @@ def test_renders_the_expected_objects(objects: list[dict[str, Any]]) -> None:
         "HorizontalPodAutoscaler",
         "Namespace",
         "PodDisruptionBudget",
-        "Role",
-        "RoleBinding",
         "Service",
-        "ServiceAccount",
     ]
     for obj in objects:
         if obj["kind"] != "Namespace":
@@ -112,29 +109,43 @@ def test_resolver_service_is_headless_and_its_ports_are_the_exporter_ports(
         for cm in of_kind(objects, "ConfigMap")
         if cm["metadata"]["name"].startswith("rag-confidence-tier1-otelcol")
     )
-    k8s = tier1_config["exporters"]["loadbalancing"]["resolver"]["k8s"]
-    name, namespace = k8s["service"].split(".")
+    dns = tier1_config["exporters"]["loadbalancing"]["resolver"]["dns"]
+    name, namespace, *domain = dns["hostname"].split(".")
+    assert domain == ["svc", "cluster", "local"], "the Service's in-cluster DNS name"
     svc = services[name]
     assert svc["metadata"]["namespace"] == namespace
+    # Headless: its DNS name lists the ready pods, where a ClusterIP would be one virtual address.
     assert svc["spec"]["clusterIP"] == "None"
-    assert set(k8s["ports"]) <= {p["port"] for p in svc["spec"]["ports"]}
+    assert not svc["spec"].get("publishNotReadyAddresses"), "terminating pods must leave the DNS answer"
+    assert int(dns["port"]) in {p["port"] for p in svc["spec"]["ports"]}
+    # The drain below counts on tier 1 noticing a terminating pod within about ten seconds.
+    assert dns["interval"] == "5s"
 
 
-def test_resolver_rbac_grants_only_what_the_k8s_resolver_reads(objects: list[dict[str, Any]]) -> None:
-    (role,) = of_kind(objects, "Role")
-    assert role["rules"] == [
-        {
-            "apiGroups": ["discovery.k8s.io"],
-            "resources": ["endpointslices"],
-            "verbs": ["get", "list", "watch"],
-        }
-    ]
-    (binding,) = of_kind(objects, "RoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    (subject,) = binding["subjects"]
-    tier1 = by_name(objects, "Deployment")["rag-confidence-tier1"]
-    assert tier1["spec"]["template"]["spec"]["serviceAccountName"] == subject["name"]
-    assert subject["name"] in by_name(objects, "ServiceAccount")
+def test_tier2_outlives_the_resolver_and_groupbytrace_when_draining(objects: list[dict[str, Any]]) -> None:
+    """A terminating tier-2 pod still receives until tier 1's resolver drops it (interval + DNS TTL), then
+    holds traces for groupbytrace's wait: its containers must sleep through both, the gateway longest."""
+    tier2 = by_name(objects, "Deployment")["rag-confidence-tier2"]
+    pod = tier2["spec"]["template"]["spec"]
+    config = next(
+        yaml.safe_load(cm["data"]["config.yaml"])
+        for cm in of_kind(objects, "ConfigMap")
+        if cm["metadata"]["name"].startswith("rag-confidence-tier2-otelcol")
+    )
+    wait = int(config["processors"]["groupbytrace"]["wait_duration"].removesuffix("s"))
+    resolver_and_ttl = 5 + 5
+    sleeps = {c["name"]: c["lifecycle"]["preStop"]["sleep"]["seconds"] for c in pod["containers"]}
+    assert sleeps["otelcol"] > resolver_and_ttl + wait
+    assert sleeps["gateway"] > sleeps["otelcol"]
+    assert pod["terminationGracePeriodSeconds"] > sleeps["gateway"]
+
+
+def test_no_pod_gets_an_api_token(objects: list[dict[str, Any]]) -> None:
+    """The dns resolver needs no RBAC; nothing in either tier talks to the API server."""
+    for deployment in of_kind(objects, "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod.get("automountServiceAccountToken") is False, deployment["metadata"]["name"]
+        assert "serviceAccountName" not in pod
 
 
 def test_configmaps_are_mounted_where_the_collector_reads_its_config(objects: list[dict[str, Any]]) -> None:
@@ -235,7 +246,8 @@ def test_hpas_scale_the_deployments(objects: list[dict[str, Any]]) -> None:
         ref = h["spec"]["scaleTargetRef"]
         assert (ref["apiVersion"], ref["kind"]) == ("apps/v1", "Deployment")
         assert 1 <= h["spec"]["minReplicas"] <= h["spec"]["maxReplicas"]
-        assert deployments[ref["name"]]["spec"]["replicas"] >= h["spec"]["minReplicas"]
+        # The HPA owns the count: replicas in the manifest would reset it on every apply.
+        assert "replicas" not in deployments[ref["name"]]["spec"], ref["name"]
 
 
 def test_tier2_scales_down_slowly(objects: list[dict[str, Any]]) -> None:
@@ -246,6 +258,9 @@ def test_tier2_scales_down_slowly(objects: list[dict[str, Any]]) -> None:
     assert down["policies"] == [
         {"type": "Pods", "value": 1, "periodSeconds": down["policies"][0]["periodSeconds"]}
     ]
+    # Rollouts likewise: one new pod at a time, none gone before its successor is ready.
+    deployment = by_name(objects, "Deployment")["rag-confidence-tier2"]
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
 
 
 def test_pod_disruption_budgets_cover_each_deployment(objects: list[dict[str, Any]]) -> None:

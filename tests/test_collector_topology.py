@@ -548,8 +548,9 @@ def test_kube_loadbalancing_targets_the_headless_service(kube: Deployment) -> No
             for eid, ecfg in c.config["exporters"].items():
                 if eid.split("/")[0] not in ("loadbalancing", "load_balancing"):
                     continue
-                name = ecfg["resolver"]["k8s"]["service"].split(".")[0]
-                assert services[name]["spec"].get("clusterIP") == "None"
+                resolver = ecfg["resolver"]
+                target = resolver["k8s"]["service"] if "k8s" in resolver else resolver["dns"]["hostname"]
+                assert services[target.split(".")[0]]["spec"].get("clusterIP") == "None"
 
 
 def _pipelines_feeding_a_gateway(dep: Deployment) -> list[tuple[str, str]]:
