@@ -24,7 +24,7 @@ from rag_confidence.otel import (
     record_signals,
     scored_answer,
 )
-from rag_confidence.otel.demo import render_scorecard
+from rag_confidence.scoring.render import render_scorecard
 
 KNOWLEDGE_BASE = {
     "refund-policy": "Refunds are issued within 14 days of a return being received.",
@@ -99,8 +99,8 @@ def main() -> None:
         if span.name == "answer":
             attributes = span.attributes or {}
             total, action = (
-                attributes[semconv.RAG_CONFIDENCE_TOTAL],
-                attributes[semconv.RAG_CONFIDENCE_ACTION],
+                str(attributes[semconv.RAG_CONFIDENCE_TOTAL]),
+                str(attributes[semconv.RAG_CONFIDENCE_ACTION]),
             )
             print(f"exported span {span.name!r}: total={total} action={action}")
     if telemetry is not None:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import semconv
 from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, record_signals, scored_answer
-from rag_confidence.otel.demo import render_scorecard
+from rag_confidence.scoring.render import render_scorecard
 
 PASSAGES = {
     "kb-retention": ("Backups are retained for 35 days in the primary region.", "runbook", "2024-11-02"),

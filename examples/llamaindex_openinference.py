@@ -70,7 +70,7 @@ def main() -> None:
             print(f"scored span {span.name!r}:")
             for key, value in attributes.items():
                 if key.startswith(semconv.RAG_CONFIDENCE_PREFIX) and ".dimension." not in key:
-                    print(f"  {key} = {value}")
+                    print(f"  {key} = {str(value)}")
     LlamaIndexInstrumentor().uninstrument()
     provider.shutdown()
 

@@ -585,3 +585,76 @@ def test_record_signals_annotations_resolve_at_run_time() -> None:
     hints = typing.get_type_hints(record_signals, include_extras=True)
     assert typing.get_args(hints["signals"]) == (recording.SignalKeywords,)
     assert "signals" in inspect.signature(record_signals, eval_str=True).parameters
+
+
+def test_mypy_strict_catches_what_a_user_can_get_wrong_and_passes_the_examples(tmp_path: Path) -> None:
+    """One mypy run: the lines marked ``# ok`` must type-check, each ``# error`` line must be flagged, and the
+    examples in ``examples/`` must type-check as users copy them."""
+    user = tmp_path / "mistakes.py"
+    lines = [
+        "from decimal import Decimal",
+        "import rag_confidence",
+        "from rag_confidence import configure_from_env, record_signals",
+        "from rag_confidence.models import ActionPolicy",
+        "from rag_confidence import scored_anwser  # error",
+        "total: int = rag_confidence.compute_confidnce({})  # error",
+        "policy = ActionPolicy(require_tier1_at_least=50, answer_at=70)  # ok",
+        "record_signals(support_level='high', query_complexity='multi-hop')  # ok",
+        "record_signals(faithfulness_score=Decimal('0.9'), present_types=['policy'])  # ok",
+        "record_signals(support_level='hgih')  # error",
+        "record_signals(query_complexity='multihop')  # error",
+        "configure_from_env(max_pending_traces=100, pending_ttl_s=60.0, background_scoring=True)  # ok",
+        "configure_from_env(max_pending_trace=10)  # error",
+        "configure_from_env(pending_ttl_s='300')  # error",
+    ]
+    user.write_text("\n".join(lines) + "\n")
+    examples = sorted(str(path) for path in (Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(user), *examples],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    flagged = {
+        int(line.split(":")[1])
+        for line in result.stdout.splitlines()
+        if ": error:" in line and line.startswith(str(user))
+    }
+    expected = {number for number, line in enumerate(lines, 1) if line.endswith("# error")}
+    assert flagged == expected, result.stdout
+    others = [line for line in result.stdout.splitlines() if ": error:" in line and not line.startswith(str(user))]
+    assert not others, "\n".join(others)
+
+
+def test_configure_from_env_typed_options_are_the_processor_options() -> None:
+    from rag_confidence.otel.processor import ConfidenceSpanProcessor
+    from rag_confidence.otel.setup import ProcessorOptions
+
+    keyword_only = {
+        name
+        for name, parameter in inspect.signature(ConfidenceSpanProcessor).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    # config and signal_options are configure_from_env's own parameters.
+    assert set(ProcessorOptions.__annotations__) == keyword_only - {"config", "signal_options"}
+
+
+def test_record_signals_takes_what_its_types_promise() -> None:
+    from decimal import Decimal
+    from fractions import Fraction
+
+    from rag_confidence.otel.recording import signal_attributes
+
+    assert signal_attributes(
+        faithfulness_score=Decimal("0.9"),
+        answer_relevance_score=Fraction(1, 2),
+        present_types="policy",
+        corpus_missing_types=("bylaws",),
+    ) == {
+        semconv.RAG_SIGNAL_FAITHFULNESS_SCORE: 0.9,
+        semconv.RAG_SIGNAL_ANSWER_RELEVANCE_SCORE: 0.5,
+        semconv.RAG_SIGNAL_CORPUS_PRESENT_TYPES: ["policy"],
+        semconv.RAG_SIGNAL_CORPUS_MISSING_TYPES: ["bylaws"],
+    }
+    with pytest.raises(UsageError, match="object is no attribute value"):
+        signal_attributes(faithfulness_score=object())

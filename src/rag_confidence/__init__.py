@@ -61,11 +61,13 @@ _OTEL_EXPORTS = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _OTEL_EXPORTS:
-        # import_module, not an import statement, so importing the package never imports OpenTelemetry.
-        return getattr(importlib.import_module("rag_confidence.otel"), name)
-    raise AttributeError(f"module 'rag_confidence' has no attribute {name!r}")
+if not TYPE_CHECKING:  # a module __getattr__ seen by type checkers would make every misspelt name Any
+
+    def __getattr__(name: str) -> Any:
+        if name in _OTEL_EXPORTS:
+            # import_module, not an import statement, so importing the package never imports OpenTelemetry.
+            return getattr(importlib.import_module("rag_confidence.otel"), name)
+        raise AttributeError(f"module 'rag_confidence' has no attribute {name!r}")
 
 
 __all__ = [

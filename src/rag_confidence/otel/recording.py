@@ -7,6 +7,7 @@ or without this package's processor and show up in any backend as plain attribut
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, SupportsFloat, SupportsIndex
@@ -20,6 +21,7 @@ from typing_extensions import TypedDict, Unpack
 
 from .. import semconv
 from ..errors import UsageError
+from ..scoring.models import QueryComplexity, SupportLevel
 from ..signals.native import ATTRIBUTE_BY_KEYWORD
 
 __all__ = ["mark_answer", "record_signals", "signal_attributes"]
@@ -49,7 +51,7 @@ _UNPREFIXED_CORPUS = {
 
 
 _Count = int | SupportsIndex | None  # numpy integers too
-_Unit = SupportsFloat | None  # a 0-1 score; numpy floats too
+_Unit = SupportsFloat | None  # a 0-1 score; numpy floats, Decimal and Fraction too
 _Flag = bool | None
 _Text = str | None
 _Notes = str | Sequence[str] | None
@@ -60,7 +62,7 @@ class SignalKeywords(TypedDict, total=False):
     """The keywords of :func:`record_signals`, for type checkers (a misspelt one is an error before it runs).
     ``None`` leaves a signal out."""
 
-    support_level: _Text
+    support_level: SupportLevel | None
     has_conflict: _Flag
     conflicting_candidate_count: _Count
     faithfulness_score: _Unit
@@ -68,7 +70,7 @@ class SignalKeywords(TypedDict, total=False):
     citation_count: _Count
     citation_coverage_score: _Unit
     invalid_citation_count: _Count
-    query_complexity: _Text
+    query_complexity: QueryComplexity | None
     documents_silent: _Flag
     requires_expert_review: _Flag
     ambiguity_notes: _Notes
@@ -149,12 +151,16 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
                 if item is not None:
                     attributes[ATTRIBUTE_BY_KEYWORD[flat]] = _attribute_value(item)
             continue
-        attribute = ATTRIBUTE_BY_KEYWORD.get(_UNPREFIXED_CORPUS.get(keyword, keyword))
+        flat_keyword = _UNPREFIXED_CORPUS.get(keyword, keyword)
+        attribute = ATTRIBUTE_BY_KEYWORD.get(flat_keyword)
         if attribute is None:
             raise UsageError(
                 f"record_signals got an unexpected keyword {keyword!r}; "
                 f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS, *_UNPREFIXED_CORPUS]))}"
             )
+        if flat_keyword in _LIST_KEYWORDS and isinstance(value, str):
+            # A str is a Sequence[str] to type checkers; one document type is what such a call means.
+            value = [value]
         attributes[attribute] = _attribute_value(value)
     return attributes
 
@@ -220,6 +226,10 @@ def mark_answer(span: trace.Span | None = None) -> bool:
     return True
 
 
+# Keywords whose value is a list of strings, never one string (ambiguity_notes takes either).
+_LIST_KEYWORDS = frozenset({"corpus_present_types", "corpus_missing_types"})
+
+
 def _attribute_value(value: Any) -> AttributeValue:
     if isinstance(value, (str, bool, int, float)):
         return value
@@ -235,6 +245,13 @@ def _attribute_value(value: Any) -> AttributeValue:
             plain = None
         if isinstance(plain, (str, bool, int, float)):
             return plain
+    # What the keyword types promise beyond that: SupportsIndex counts and SupportsFloat scores (Decimal,
+    # Fraction). Strings and bytes have neither method.
+    kind = type(value)
+    if hasattr(kind, "__index__"):
+        return operator.index(value)
+    if hasattr(kind, "__float__"):
+        return float(value)
     raise UsageError(
         f"record_signals: {type(value).__name__} is no attribute value (str, bool, number, list of str)"
     )

@@ -24,6 +24,9 @@ from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import ProxyTracerProvider
 
+# Imported for real: typing.get_type_hints reads the annotation (see recording.py).
+from typing_extensions import TypedDict, Unpack
+
 from .. import semconv
 from ..errors import ConfigValidationError, TelemetrySetupError, UsageError
 from ..scoring import create_scorer
@@ -59,6 +62,20 @@ _EXPORTER_ENVS = {
 # named in code is taken as is (and "otlp" is the gRPC one). Defaults chosen here go by the protocol too.
 _OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
 _PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_PROTOCOL"
+
+
+class ProcessorOptions(TypedDict, total=False):
+    """The :class:`ConfidenceSpanProcessor` options :func:`configure_from_env` passes on, for type checkers
+    (a misspelt or wrong-typed option is an error before it runs)."""
+
+    meter_provider: metrics.MeterProvider | None
+    logger_provider: _logs.LoggerProvider | None
+    emit_events: bool
+    max_pending_traces: int
+    max_spans_per_trace: int
+    pending_ttl_s: float
+    background_scoring: bool
+    max_scoring_queue: int
 
 
 @dataclass(frozen=True)
@@ -139,7 +156,7 @@ def configure_from_env(
     config: ScoringConfig | Mapping[str, Any] | None = None,
     *,
     signal_options: SignalOptions | None = None,
-    **processor_options: Any,
+    **processor_options: Unpack[ProcessorOptions],
 ) -> Telemetry:
     """Set up traces, metrics and logs over OTLP from the standard ``OTEL_*`` variables, with scoring on.
 
@@ -181,7 +198,7 @@ def configure_from_env(
     if config is None:
         config = _config_from_env()  # as the zero-code setup reads it
     create_scorer(config)  # a bad config raises here, before any provider is installed
-    options = dict(processor_options)
+    options: dict[str, Any] = dict(processor_options)
     options.setdefault("background_scoring", _flag(ENV_BACKGROUND_SCORING))
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]

@@ -347,7 +347,7 @@ class ActionPolicy(_Model):
     answer_at: Num | None = None
     review_at: Num | None = None
     abstain_below: Num | None = None
-    require_tier1_at_least: Num | None = Field(default=None, alias="requireTier1AtLeast")
+    require_tier1_at_least: Num | None = None
     abstain_on_documents_silent: Bool | None = None
     review_on_warnings: list[Str] | None = None
     abstain_on_warnings: list[Str] | None = None
