@@ -622,7 +622,9 @@ def test_mypy_strict_catches_what_a_user_can_get_wrong_and_passes_the_examples(t
     }
     expected = {number for number, line in enumerate(lines, 1) if line.endswith("# error")}
     assert flagged == expected, result.stdout
-    others = [line for line in result.stdout.splitlines() if ": error:" in line and not line.startswith(str(user))]
+    others = [
+        line for line in result.stdout.splitlines() if ": error:" in line and not line.startswith(str(user))
+    ]
     assert not others, "\n".join(others)
 
 
