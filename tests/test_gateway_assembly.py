@@ -377,9 +377,10 @@ def _retrieve_and_generate(tracer: Any) -> None:
         span.set_attribute(semconv.OI_OUTPUT_VALUE, "Refunds are accepted within 30 days [doc-1].")
 
 
-def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoSpan]:
+def _sdk_rag_trace(remote_parent: bool = False, chain: bool = False) -> tuple[list[ProtoSpan], ProtoSpan]:
     """A RAG trace made by the SDK and encoded by its OTLP encoder (which sets the is-remote span flags): the
-    children (retriever, LLM) and the local root, whose parent is another service's span when ``remote_parent``."""
+    children (retriever, LLM; ``chain``: under a ``chain`` span, which ends last of them) and the local root,
+    whose parent is another service's span when ``remote_parent``."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -389,7 +390,11 @@ def _sdk_rag_trace(remote_parent: bool = False) -> tuple[list[ProtoSpan], ProtoS
         caller = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(1))
         context = trace.set_span_in_context(trace.NonRecordingSpan(caller))
     with tracer.start_as_current_span("answer", context=context):
-        _retrieve_and_generate(tracer)
+        if chain:
+            with tracer.start_as_current_span("chain"):
+                _retrieve_and_generate(tracer)
+        else:
+            _retrieve_and_generate(tracer)
     request = encode_spans(memory.get_finished_spans())
     *children, answer = iter_spans(request)
     assert answer.name == "answer"
@@ -430,18 +435,21 @@ def test_without_the_window_an_absent_parent_counts_as_remote_whatever_the_flags
     # Without the window a request is all there is of a trace: a span whose parent never reaches the gateway
     # (a parent that was never exported, as under Langfuse's trace_context or a resumed SpanContext) is the
     # local root the recommended set-up (groupbytrace) delivers whole.
-    children, answer = _sdk_rag_trace()
-    assert _send(TracePipeline(AnswerScorer()), children) == ["retrieve"]
+    children, answer = _sdk_rag_trace(chain=True)
+    assert _send(TracePipeline(AnswerScorer()), children) == ["chain"]
     assert _send(TracePipeline(AnswerScorer()), [*children, answer]) == ["answer"]
+    # A retriever left as a root of its own is one step, not an answer (an agent's tool call on its own).
+    bare, _ = _sdk_rag_trace()
+    assert _send(TracePipeline(AnswerScorer()), bare) == []
 
 
 def test_with_the_window_a_child_without_flags_is_still_a_local_root() -> None:
     # Senders that do not set the flags (older SDKs): an absent parent may be another service's.
-    children, _ = _sdk_rag_trace()
+    children, _ = _sdk_rag_trace(chain=True)
     for span in children:
         span.flags = 0
     window = _window()
-    assert _send(TracePipeline(AnswerScorer(), window), children) == ["retrieve"]
+    assert _send(TracePipeline(AnswerScorer(), window), children) == ["chain"]
 
 
 def test_with_the_window_each_local_root_of_a_trace_is_scored_and_none_releases_the_others() -> None:

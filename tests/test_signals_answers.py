@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -119,10 +121,11 @@ def test_remote_parent_makes_a_local_root(traced: tuple[Tracer, InMemorySpanExpo
 
 
 def test_orphans_count_as_local_roots_and_cycles_do_not_hang() -> None:
-    orphan = SpanRecord(1, 10, 999, "orphan", RETRIEVER)
+    orphan = SpanRecord(1, 10, 999, "orphan")
+    retrieve = SpanRecord(1, 11, 10, "retrieve", RETRIEVER)
     assert not is_local_root(orphan)
-    assert is_local_root(orphan, {10})
-    (group,) = find_answers([orphan])
+    assert is_local_root(orphan, {10, 11})
+    (group,) = find_answers([orphan, retrieve])
     assert group.answer is orphan
     # Broken data: two spans naming each other as parent (and one naming itself).
     a = SpanRecord(2, 1, 2, "a", RETRIEVER)
@@ -243,3 +246,33 @@ def test_a_marked_answer_below_a_cycle_keeps_the_cycles_root_from_being_an_answe
         SpanRecord(1, 5, 4, "loop"),
     ]
     assert [(group.answer.span_id, group.rule) for group in find_answers(spans)] == [(2, "marked")]
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        RETRIEVER,
+        {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RERANKER},
+        {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_TOOL},
+        {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_EMBEDDING},
+        {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_EXECUTE_TOOL},
+        {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL},
+        {semconv.TRACELOOP_SPAN_KIND: semconv.TRACELOOP_KIND_TOOL},
+    ],
+)
+def test_a_root_that_is_one_step_is_no_answer_unless_marked(attributes: dict[str, Any]) -> None:
+    """An agent loop calling a retriever tool outside any span of its own makes a trace of that step alone:
+    its output is documents, not an answer (it would cite itself). Marked, it is an answer all the same."""
+    step = SpanRecord(1, 1, None, "search_kb", attributes)
+    retrieve = SpanRecord(1, 2, 1, "retrieve", RETRIEVER)
+    assert find_answers([step, retrieve]) == []
+    assert find_answers([step]) == []
+    marked = SpanRecord(2, 1, None, "search_kb", {**attributes, semconv.RAG_ANSWER: True})
+    (group,) = find_answers([marked, SpanRecord(2, 2, 1, "retrieve", RETRIEVER)])
+    assert group.answer is marked and group.rule == "marked"
+    # The step under a span of the application's: that span is the answer.
+    chain = SpanRecord(3, 1, None, "agent")
+    (group,) = find_answers(
+        [chain, SpanRecord(3, 2, 1, "search_kb", attributes), SpanRecord(3, 3, 2, "r", RETRIEVER)]
+    )
+    assert group.answer is chain

@@ -497,3 +497,88 @@ def test_numbers_too_long_for_python_to_read_are_no_positions_and_raise_nothing(
     documents = [{"id": "doc-1", "score": 0.9}, {"id": "doc-" + "9" * 5000, "score": 0.5}]
     signals = extract_signals([answer(), retrieval(2, documents), generation("A [doc-3].")])
     assert signals.inputs["invalidCitationCount"] == 1
+
+
+# -- what the generator was shown: several presenters ----------------------------------------------------------
+
+
+def oi_retriever(span_id: int, parent: int, documents: list[tuple[str, float]], end: int) -> SpanRecord:
+    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER}
+    for index, (document_id, score) in enumerate(documents):
+        attributes[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_ID}"] = document_id
+        attributes[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_SCORE}"] = score
+    return SpanRecord(1, span_id, parent, "VectorIndexRetriever.retrieve", attributes, end_time=end)
+
+
+def oi_reranker(span_id: int, parent: int, documents: list[tuple[str, float]], end: int) -> SpanRecord:
+    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RERANKER}
+    for index, (document_id, score) in enumerate(documents):
+        attributes[f"{semconv.OI_RERANKER_OUTPUT_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_ID}"] = document_id
+        attributes[f"{semconv.OI_RERANKER_OUTPUT_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_SCORE}"] = score
+    return SpanRecord(1, span_id, parent, "rerank", attributes, end_time=end)
+
+
+def candidate_ids(signals: Any) -> list[str]:
+    return [candidate["documentId"] for candidate in signals.inputs["candidates"]]
+
+
+def test_each_reranker_presents_what_it_kept_of_its_own_retrieval() -> None:
+    # A LlamaIndex sub-question engine with a reranker per sub-question: both sub-answers' documents reached the
+    # generator. (The last reranker alone used to decide, losing the first sub-question's documents.)
+    spans = [
+        answer(),
+        oi_retriever(2, 1, [("retention", 0.45), ("regions", 0.32), ("encryption", 0.30)], end=1),
+        oi_reranker(3, 1, [("retention", 0.6), ("regions", 0.4)], end=2),
+        oi_retriever(4, 1, [("cost", 0.6), ("restore", 0.35), ("legal", 0.1)], end=3),
+        oi_reranker(5, 1, [("cost", 0.57), ("restore", 0.43)], end=4),
+        generation("Kept 35 days [retention]; 0.02 USD per GB-month [cost].", end=6),
+    ]
+    signals = extract_signals(spans)
+    assert candidate_ids(signals) == ["retention", "regions", "cost", "restore"]
+    assert [c["rank"] for c in signals.inputs["candidates"]] == [1, 2, 3, 4]
+    assert [c["combinedScore"] for c in signals.inputs["candidates"]] == [0.6, 0.4, 0.57, 0.43]
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+
+
+def test_a_reranker_right_after_another_is_a_further_stage_of_it() -> None:
+    spans = [
+        answer(),
+        oi_retriever(2, 1, [("a", 0.9), ("b", 0.8), ("c", 0.7)], end=1),
+        oi_reranker(3, 1, [("c", 0.9), ("a", 0.5), ("b", 0.4)], end=2),  # cheap first stage
+        oi_reranker(4, 1, [("a", 0.95), ("c", 0.6)], end=3),  # cross-encoder on its output
+    ]
+    signals = extract_signals(spans)
+    assert candidate_ids(signals) == ["a", "c"]
+    assert signals.inputs["candidates"][0]["retrievalScores"] == {"vectorindex": 0.9, "rerank": 0.95}
+
+
+def test_a_retrieval_no_presenter_covers_was_shown_as_it_is() -> None:
+    # An agent's first round through a compressing wrapper, its second round through the plain retriever.
+    wrapper_docs = [("retention", 0.0), ("restore", 0.0)]
+    spans = [
+        answer(),
+        oi_retriever(3, 2, [("retention", 0.45), ("restore", 0.35), ("cost", 0.2)], end=1),
+        oi_retriever(2, 1, wrapper_docs, end=2),  # the wrapper, around span 3, keeps two
+        oi_retriever(4, 1, [("cost", 0.8), ("restore", 0.35)], end=3),
+    ]
+    for span in spans[2:3]:  # the wrapper's documents carry no score of their own
+        for index in range(2):
+            del span.attributes[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_SCORE}"]
+    signals = extract_signals(spans)
+    assert candidate_ids(signals) == ["retention", "restore", "cost"]
+    assert signals.inputs["candidates"][2]["retrievalScores"] == {"vectorindex": 0.8}
+
+
+def test_citing_a_document_a_reranker_dropped_is_invalid() -> None:
+    spans = [
+        answer(),
+        oi_retriever(2, 1, [("legal", 0.9), ("retention", 0.8), ("regions", 0.7)], end=1),
+        oi_reranker(3, 1, [("legal", 0.9), ("retention", 0.6)], end=2),
+        generation("Kept 35 days [legal]. Replicated to a second region [regions].", end=3),
+    ]
+    signals = extract_signals(spans)
+    assert candidate_ids(signals) == ["legal", "retention"]
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == 0.5

@@ -658,7 +658,8 @@ def test_unscored_langchain_documents_are_counted_not_invented(openinference: In
     openinference.clear()
     store.as_retriever(search_kwargs={"k": 2}).invoke(QUESTION)
 
-    signals = extract_signals(only_answer(openinference).spans)
+    # A bare retriever is no answer (see test_signals_answers); its spans are read all the same.
+    signals = extract_signals(records_from_readable_spans(openinference.get_finished_spans()))
     assert_scoreable(signals.inputs)
     assert signals.inputs["candidates"] == []
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
@@ -673,12 +674,12 @@ def test_custom_key_map_reads_other_metadata_names(openinference: InMemorySpanEx
 
     openinference.clear()
     SourceRetriever().invoke(QUESTION)
-    group = only_answer(openinference)
+    spans = records_from_readable_spans(openinference.get_finished_spans())
 
-    default = extract_signals(group.spans)
+    default = extract_signals(spans)
     assert default.inputs["candidates"] == []
     options = SignalOptions(document_keys={"id": ("source_id",), "score": ("similarity_pct",)})
-    custom = extract_signals(group.spans, options)
+    custom = extract_signals(spans, options)
     assert custom.inputs["candidates"] == [
         {"retrievalScores": {"source": 0.42}, "combinedScore": 0.42, "documentId": "kb-7", "rank": 1}
     ]
@@ -726,8 +727,7 @@ def test_a_retrieval_past_the_attribute_limit_keeps_the_documents_left_and_says_
         for key in (span.attributes or {})
         if key.startswith(f"{semconv.OI_RETRIEVAL_DOCUMENTS}.") and key.endswith(".document.content")
     }
-    (group,) = find_answers(records_from_readable_spans([span]))
-    extracted = extract_signals(group.spans)
+    extracted = extract_signals(records_from_readable_spans([span]))
     lost = min(kept)
     assert lost >= 1
     assert len(extracted.inputs["candidates"]) == len(

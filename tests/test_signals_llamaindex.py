@@ -294,6 +294,74 @@ def test_reranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> 
         assert candidate["combinedScore"] == pytest.approx(overlap)
 
 
+def test_a_reranker_per_sub_question_each_presents_its_own_documents(exporter: InMemorySpanExporter) -> None:
+    """``SubQuestionQueryEngine`` over two query engines, each reranking its retrieval down to one node: the
+    generator saw both sub-answers' nodes, so both are candidates, in the order the rerankers ended."""
+    from llama_index.core.query_engine import SubQuestionQueryEngine
+    from llama_index.core.question_gen.types import BaseQuestionGenerator, SubQuestion
+    from llama_index.core.tools import QueryEngineTool, ToolMetadata
+
+    questions = {
+        "capitals": "What is the capital of France?",
+        "geography": "Which river is longest in France?",
+    }
+
+    class FixedQuestions(BaseQuestionGenerator):
+        def _get_prompts(self) -> dict[str, Any]:
+            return {}
+
+        def _update_prompts(self, prompts: Any) -> None:
+            pass
+
+        def generate(self, tools: Any, query: Any) -> list[SubQuestion]:
+            return [SubQuestion(sub_question=text, tool_name=name) for name, text in questions.items()]
+
+        async def agenerate(self, tools: Any, query: Any) -> list[SubQuestion]:
+            return self.generate(tools, query)
+
+    index = build_index(word_embedding())
+    expected: list[str] = []
+    retrieved: set[str] = set()
+    for text in questions.values():
+        nodes = index.as_retriever(similarity_top_k=3).retrieve(text)
+        retrieved.update(item.node.node_id for item in nodes)
+        query = words(text)
+        ranked = sorted(nodes, key=lambda item: -len(query & words(item.node.get_content())))
+        expected += [item.node.node_id for item in ranked[:1] if item.node.node_id not in expected]
+    assert len(expected) == 2
+    dropped = sorted(retrieved - set(expected))[0]
+    answer = f"Paris [{expected[0]}]; the Loire [{expected[-1]}]; also [{dropped}]."
+    tools = [
+        QueryEngineTool(
+            index.as_query_engine(
+                similarity_top_k=3, llm=MockLLM(max_tokens=4), node_postprocessors=[OverlapReranker(top_n=1)]
+            ),
+            ToolMetadata(name=name, description=name),
+        )
+        for name in questions
+    ]
+    engine = SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=tools,
+        question_gen=FixedQuestions(),
+        llm=FixedLLM(text=answer),
+        use_async=False,
+    )
+    exporter.clear()
+    engine.query("Capital and longest river of France?")
+
+    group = only_answer(exporter)
+    rerankers = [
+        span for span in group.spans if span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == "RERANKER"
+    ]
+    assert len(rerankers) == 2
+    signals = extract_signals(group.spans)
+    assert_scoreable(signals.inputs)
+    assert [c["documentId"] for c in signals.inputs["candidates"]] == expected
+    assert all("rerank" in c["retrievalScores"] for c in signals.inputs["candidates"])
+    # Ids the generator was shown count; the id of a node both rerankers dropped does not.
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 1
+
+
 def assert_scoreable(inputs: dict[str, Any]) -> None:
     """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
     there are candidates; without any, "no candidates" is the one warning expected."""

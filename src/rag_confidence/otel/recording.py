@@ -248,10 +248,13 @@ def _attribute_value(value: Any) -> AttributeValue:
     # What the keyword types promise beyond that: SupportsIndex counts and SupportsFloat scores (Decimal,
     # Fraction). Strings and bytes have neither method.
     kind = type(value)
-    if hasattr(kind, "__index__"):
-        return operator.index(value)
-    if hasattr(kind, "__float__"):
-        return float(value)
+    try:
+        if hasattr(kind, "__index__"):
+            return operator.index(value)
+        if hasattr(kind, "__float__"):
+            return float(value)
+    except (TypeError, ValueError, OverflowError):  # an array of several numbers has both, and refuses
+        pass
     raise UsageError(
         f"record_signals: {type(value).__name__} is no attribute value (str, bool, number, list of str)"
     )

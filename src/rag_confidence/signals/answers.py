@@ -4,7 +4,10 @@ Rules, in order:
 
 (a)/(b) a span with ``rag.answer = true`` is an answer. ``@scored_answer`` and ``mark_answer()`` both set it.
 (c) otherwise, a *local root* (no parent, a remote parent, or a parent not among the spans given) whose
-    subtree holds a retrieval span and no marked answer is an answer.
+    subtree holds a retrieval span and no marked answer is an answer, unless the root is itself one step of
+    a pipeline: a retriever, reranker, embedding or tool span. Such a trace is that step run on its own (an
+    agent loop invoking a retriever tool outside any span of the application), and its output is documents,
+    not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
 
 A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
@@ -35,6 +38,22 @@ _FAILED = "ERROR"
 _RETRIEVAL_KINDS = frozenset({semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPENINFERENCE_KIND_RERANKER})
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE}
+)
+# A root of one of these kinds is a step of a pipeline run on its own, not an answer around one: a retriever
+# or a tool an agent loop invoked outside any span of the application's (its trace is that step alone).
+_STEP_KINDS = frozenset(
+    {
+        *_RETRIEVAL_KINDS,
+        semconv.OPENINFERENCE_KIND_TOOL,
+        semconv.OPENINFERENCE_KIND_EMBEDDING,
+    }
+)
+_STEP_OPERATIONS = frozenset(
+    {
+        *_RETRIEVAL_OPERATIONS,
+        semconv.GEN_AI_OPERATION_EXECUTE_TOOL,
+        semconv.GEN_AI_OPERATION_EMBEDDINGS,
+    }
 )
 
 
@@ -113,6 +132,20 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
     return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
+
+
+def _is_step(span: SpanRecord) -> bool:
+    """True for a retrieval, reranker, embedding or tool span: as a trace's root, no answer (see rule (c))."""
+    attributes = span.attributes
+    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+    if isinstance(kind, str) and kind in _STEP_KINDS:
+        return True
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    if isinstance(operation, str) and operation in _STEP_OPERATIONS:
+        return True
+    if attributes.get(semconv.TRACELOOP_SPAN_KIND) == semconv.TRACELOOP_KIND_TOOL:
+        return True
+    return is_retrieval_span(span)
 
 
 def is_local_root(span: SpanRecord, span_ids: Iterable[int] | None = None) -> bool:
@@ -206,7 +239,7 @@ def _trace_answers(
 
     for root_id in root_has_retrieval - root_has_marked:
         root = by_id[root_id]
-        if root_id not in answers and root.status_code != _FAILED:
+        if root_id not in answers and root.status_code != _FAILED and not _is_step(root):
             answers[root_id] = (root, "root")
     if not answers:
         return

@@ -11,11 +11,16 @@
 - **Hybrid.** Documents are merged across retrieval spans by id (any id a document is known by; the content
   hash when it has none) into one candidate with one ``retrievalScores`` entry per method. One method seen on
   several spans (multi-query) keeps the best score per document.
-- **Reranker.** When the answer holds reranker spans, the last one to end decides: its output documents are
-  the candidates, in its order (``rank`` 1..n), each with a ``rerank`` score entry next to the retrieval
-  methods' scores, and ``combinedScore`` is the reranker's score. Without a reranker, ``combinedScore`` is the
-  best of the candidate's method scores (the single method's score for plain retrieval) and candidates are
-  ordered by it; ``rank`` is that position unless the document's metadata gives one.
+- **Presented lists.** A reranker presents to the generator what it kept of the retrievals that ended since the
+  previous reranker (a reranker right after another, with no retrieval between them, is a further stage of it
+  and replaces it); a wrapper no reranker covers presents what it wraps. Candidates are the documents each
+  presenter kept, presenter by presenter in the order they ended and each in its own order (``rank`` 1..n over
+  them all), then the documents of retrievals no presenter covers (an agent's second round without a reranker).
+  What a presenter dropped is no candidate. A reranked document gets a ``rerank`` score entry next to the
+  retrieval methods' scores, and ``combinedScore`` is the reranker's score. Without any presenter,
+  ``combinedScore`` is the best of the candidate's method scores (the single method's score for plain
+  retrieval) and candidates are ordered by it; ``rank`` is that position unless the document's metadata gives
+  one.
 - A document without any score cannot be scored: it is left out of ``candidates`` and counted in the
   diagnostics, but it still counts as a retrieved document for citations (by id and position).
 """
@@ -55,36 +60,52 @@ class Merged:
 
 
 class Assembled:
-    __slots__ = ("candidates", "presented", "unscored", "dropped_by_presenter")
+    __slots__ = ("candidates", "presented", "unscored", "dropped")
 
     def __init__(
         self,
         candidates: list[dict[str, Any]],
         presented: list[Merged],
         unscored: int,
-        dropped_by_presenter: int,
+        dropped: list[Merged],
     ) -> None:
         self.candidates = candidates
-        # Every retrieved document in the order it was presented (reranker order, else first appearance): the
-        # list numeric citation markers point into.
+        # Every document the generator was shown, in the order it was presented (presenters' order, then first
+        # appearance): the list numeric citation markers point into.
         self.presented = presented
         self.unscored = unscored
-        # Documents retrieved but left out of the presented list (reranked or fused away).
-        self.dropped_by_presenter = dropped_by_presenter
+        # Documents retrieved but left out of every presented list (reranked or fused away): citing one cites
+        # what the generator was not shown.
+        self.dropped = dropped
 
 
-def organize(
-    retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]
-) -> tuple[list[Retrieval], Retrieval | None]:
-    """Split retrievals (in end order) into methods and the one list presented to the generator, if any.
+class Organized:
+    """The retrievals of one answer sorted out by :func:`organize`."""
+
+    __slots__ = ("methods", "presenters", "uncovered")
+
+    def __init__(
+        self, methods: list[Retrieval], presenters: list[Retrieval], uncovered: list[Retrieval]
+    ) -> None:
+        # Retrieval spans that are methods of their own (no wrappers, no rerankers), in end order.
+        self.methods = methods
+        # The lists shown to the generator, in end order: rerankers, and wrappers no reranker covers.
+        self.presenters = presenters
+        # Methods that no presenter covers: all of their documents were shown.
+        self.uncovered = uncovered
+
+
+def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Organized:
+    """Split retrievals (in end order) into methods and the lists presented to the generator.
 
     A retrieval span with other document-reporting retrieval spans beneath it wraps them (LlamaIndex
     ``retrieve`` around ``_retrieve``, a fusion, router or ensemble retriever): it is not a method of its own.
-    The presented list is the last reranker's output, else the last wrapper's documents.
+    A reranker covers the retrievals (methods and wrappers) that ended since the previous reranker, and
+    presents what it kept of them; with none since, it reranks the previous reranker's output and replaces it
+    (a cascade). A wrapper no reranker covers presents what it wraps (the outermost one, when they nest).
     """
     parents = {span.span_id: span.parent_span_id for span in spans}
     plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
-    rerankers = [retrieval for retrieval in retrievals if retrieval.rerank]
     wrappers = [
         retrieval
         for retrieval in plain
@@ -104,8 +125,41 @@ def organize(
         if any(_same_report(retrieval, kept) for kept in methods):
             continue  # two tracers reporting one retriever
         methods.append(retrieval)
-    presenter = rerankers[-1] if rerankers else wrappers[-1] if wrappers else None
-    return methods, presenter
+
+    presenters: list[Retrieval] = []
+    pending: list[Retrieval] = []  # plain retrievals since the last reranker
+    last_reranker: int | None = None  # its index in presenters
+    for retrieval in retrievals:
+        if not retrieval.rerank:
+            pending.append(retrieval)
+        elif not pending and last_reranker is not None:
+            presenters[last_reranker] = retrieval
+        else:
+            pending.clear()
+            last_reranker = len(presenters)
+            presenters.append(retrieval)
+    # What no reranker covers: each outermost wrapper presents what it wraps, and methods beneath no wrapper
+    # were shown as they are.
+    open_wrappers = [
+        wrapper
+        for wrapper in wrappers
+        if any(wrapper is other for other in pending)
+        and not any(
+            outer is not wrapper and _is_ancestor(outer.span, wrapper.span, parents) for outer in wrappers
+        )
+    ]
+    presenters.extend(open_wrappers)
+    if len(presenters) > 1:
+        # End order, which ``retrievals`` is in.
+        position = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
+        presenters.sort(key=lambda retrieval: position[id(retrieval)])
+    uncovered = [
+        method
+        for method in methods
+        if any(method is other for other in pending)
+        and not any(_is_ancestor(wrapper.span, method.span, parents) for wrapper in open_wrappers)
+    ]
+    return Organized(methods, presenters, uncovered)
 
 
 def link_by_position(wrapper: Retrieval, inner: Sequence[Retrieval]) -> bool:
@@ -186,39 +240,52 @@ def _is_ancestor(candidate: SpanRecord, span: SpanRecord, parents: dict[int, int
     return False
 
 
-def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -> Assembled:
-    """Merge method retrievals (in the order their spans ended) into candidates, ordered by ``presenter``."""
+def assemble(
+    methods: Sequence[Retrieval],
+    presenters: Sequence[Retrieval] = (),
+    uncovered: Sequence[Retrieval] = (),
+) -> Assembled:
+    """Merge method retrievals (in the order their spans ended) into candidates: what ``presenters`` kept, in
+    their order, then the documents of the ``uncovered`` methods (see :func:`organize`). Without presenters,
+    every retrieved document, best score first."""
     merged: list[Merged] = []
     index: dict[str, Merged] = {}
-    _alias_content_when_some_lack_ids(methods, presenter)
+    _alias_content_when_some_lack_ids(methods, presenters)
     for retrieval in methods:
         method = retrieval.method
         for document in retrieval.documents:
             _merge(document, merged, index).add_score(method, document.score)
 
-    dropped = 0
-    if presenter is not None:
+    if presenters:
         presented: list[Merged] = []
         seen: set[int] = set()  # ids of the entries presented: Merged compares by identity
-        rerank = presenter.rerank
-        for document in presenter.documents:
-            entry = _merge(document, merged, index)
-            if id(entry) in seen:
-                continue
-            seen.add(id(entry))
-            if rerank:
-                entry.rerank_score = document.score
-                entry.add_score(presenter.method, document.score)
-            elif not entry.scores:
-                # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
-                entry.add_score(presenter.method, document.score)
-            presented.append(entry)
-        for entry in merged:
-            if id(entry) not in seen:
-                dropped += 1
+        for presenter in presenters:
+            rerank = presenter.rerank
+            for document in presenter.documents:
+                entry = _merge(document, merged, index)
+                if rerank:
+                    entry.rerank_score = document.score
+                    entry.add_score(presenter.method, document.score)
+                elif not entry.scores:
+                    # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
+                    entry.add_score(presenter.method, document.score)
+                if id(entry) not in seen:
+                    seen.add(id(entry))
+                    presented.append(entry)
+        shown: list[Merged] = []
+        for retrieval in uncovered:
+            for document in retrieval.documents:
+                entry = _merge(document, merged, index)
+                if id(entry) not in seen:
+                    seen.add(id(entry))
+                    shown.append(entry)
+        shown.sort(key=_best_score_first)
+        presented.extend(shown)
+        dropped = [entry for entry in merged if id(entry) not in seen]
         ordered = presented
     else:
         presented = list(merged)
+        dropped = []
         ordered = sorted(merged, key=_best_score_first)
 
     candidates: list[dict[str, Any]] = []
@@ -237,17 +304,17 @@ def assemble(methods: Sequence[Retrieval], presenter: Retrieval | None = None) -
             candidate["documentId"] = document_id
         if entry.fields:
             candidate.update(entry.fields)
-        if presenter is not None or "rank" not in candidate:
+        if presenters or "rank" not in candidate:
             candidate["rank"] = position
         candidates.append(candidate)
     return Assembled(candidates, presented, unscored, dropped)
 
 
-def _alias_content_when_some_lack_ids(methods: Sequence[Retrieval], presenter: Retrieval | None) -> None:
+def _alias_content_when_some_lack_ids(methods: Sequence[Retrieval], presenters: Sequence[Retrieval]) -> None:
     """When some document is known by its text only (a retriever that sets no ids, such as LangChain's
     ``BM25Retriever.from_texts``), documents with ids become known by their text too, so that the same text
     from two methods is one candidate. Only then: hashing every document's text costs."""
-    retrievals = [*methods, presenter] if presenter is not None else list(methods)
+    retrievals = [*methods, *presenters]
     if not any(
         document.id is None and document.content
         for retrieval in retrievals

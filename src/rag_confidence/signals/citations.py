@@ -3,10 +3,10 @@
 Markers are the matches of ``SignalOptions.citation_patterns``, plus (``citation_bracketed_ids``) any
 bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``; other bracketed text is ignored.
 A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
-retrieved document is known by (exactly, then ignoring case), or else when it is a position (``3``, ``doc-3``,
-``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in the order they
-were presented (reranker order, else first retrieval order), counted from
-``SignalOptions.citation_position_base``.
+document shown to the generator is known by (exactly, then ignoring case), or else when it is a position
+(``3``, ``doc-3``, ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in
+the order they were presented (see :mod:`.candidates`), counted from ``SignalOptions.citation_position_base``.
+The id of a document retrieved but dropped before the generator saw it (by a reranker, say) is invalid.
 
 - ``citationCount``: distinct retrieved documents cited validly.
 - ``invalidCitationCount``: distinct references that match no retrieved document.
@@ -49,7 +49,9 @@ class CitationSummary:
 
 
 class _Matcher:
-    def __init__(self, presented: Sequence[Merged], options: SignalOptions) -> None:
+    def __init__(
+        self, presented: Sequence[Merged], options: SignalOptions, dropped: Sequence[Merged]
+    ) -> None:
         self._presented = presented
         self._base = options.citation_position_base
         self._exact: dict[str, int] = {}
@@ -57,6 +59,13 @@ class _Matcher:
             for identity in entry.identities:
                 if not identity.startswith(TEXT_KEY_PREFIX):
                     self._exact.setdefault(identity, position)
+        # Ids of documents the generator was not shown (case-folded): a reference to one is invalid.
+        self._dropped = {
+            identity.casefold()
+            for entry in dropped
+            for identity in entry.identities
+            if not identity.startswith(TEXT_KEY_PREFIX)
+        }
         # Case-folded ids, built on the first reference that matches no id exactly (most answers cite none).
         self._folded: dict[str, int] | None = None
         # Per reference prefix (``doc-``), the lowest and highest number of the ids in that series, if any.
@@ -73,6 +82,9 @@ class _Matcher:
                 self._folded.setdefault(identity.casefold(), position)
         return self._folded.get(reference.casefold())
 
+    def is_dropped_id(self, reference: str) -> bool:
+        return bool(self._dropped) and reference.casefold() in self._dropped
+
     def match(self, reference: str) -> int | None:
         reference = reference.strip()
         if not reference:
@@ -80,6 +92,8 @@ class _Matcher:
         by_id = self.match_id(reference)
         if by_id is not None:
             return by_id
+        if self.is_dropped_id(reference):
+            return None  # the id of a document dropped before the generator: not a position either
         position = _POSITION.match(reference)
         if position is not None and not self._id_shaped(reference, position.start(1)):
             index = int(position.group(1)) - self._base
@@ -167,8 +181,9 @@ def _with_bracketed_ids(
         start, end = match.span()
         if taken.overlaps(start, end):
             continue
-        if matcher.match_id(match.group(1)) is not None:
-            extra.append((start, end, match.group(1)))
+        token = match.group(1)
+        if matcher.match_id(token) is not None or matcher.is_dropped_id(token):
+            extra.append((start, end, token))
     return sorted([*references, *extra]) if extra else references
 
 
@@ -185,9 +200,11 @@ def summarize(
     presented: Sequence[Merged],
     options: SignalOptions,
     structured: Sequence[str] = (),
+    dropped: Sequence[Merged] = (),
 ) -> CitationSummary:
-    """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list)."""
-    matcher = _Matcher(presented, options)
+    """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list) against the
+    ``presented`` documents; references to ``dropped`` ones (retrieved, not shown) are invalid."""
+    matcher = _Matcher(presented, options, dropped)
     references: list[tuple[int, int, str]] = []
     if text and _may_hold_markers(text, options):
         references = _references(text, options.compiled_citation_patterns)

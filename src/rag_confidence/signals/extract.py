@@ -99,8 +99,9 @@ def extract_signals(
             native.update(read_native(span.attributes, reader))
 
     retrievals = [build_retrieval(raw, options, reader) for raw in raw_retrievals]
-    methods, presenter = organize(retrievals, ordered)
-    assembled = assemble(methods, presenter)
+    organized = organize(retrievals, ordered)
+    methods = organized.methods
+    assembled = assemble(methods, organized.presenters, organized.uncovered)
 
     inputs: dict[str, Any] = {"candidates": assembled.candidates}
     sources: dict[str, str] = {"candidates": "retrieval spans"} if retrievals else {}
@@ -118,7 +119,7 @@ def extract_signals(
         for name, value in answer.stated.items():
             inputs[name] = value
             sources[name] = "structured answer"
-        summary = summarize(answer.text, assembled.presented, options, answer.citations)
+        summary = summarize(answer.text, assembled.presented, options, answer.citations, assembled.dropped)
         diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] = summary.markers
         # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
         # matching none of those read may be valid, so no citation input is derived rather than a wrong one.
