@@ -248,3 +248,54 @@ def test_a_body_trickling_in_is_refused_retryably_at_its_deadline_and_frees_its_
             == semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
         ]
         assert sum(point.count for point in timed_out) == 1
+
+
+def test_a_call_that_gave_up_keeps_its_slot_until_its_work_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gRPC call cancelled by its deadline while its spans are being forwarded: the worker goes on (the
+    spans are on their way), so the slot stays taken and the next request is refused at once, instead of
+    being admitted to wait behind work admission no longer counted."""
+    receiver = _GatedReceiver().start()
+    point_downstream_at(monkeypatch, receiver, timeout=30)
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    try:
+        config = test_config(max_concurrent_requests=1, max_queued_requests=0)
+        with (
+            running_gateway(config) as running,
+            grpc.insecure_channel(f"{LOOPBACK}:{running.grpc_port}") as ch,
+        ):
+            admission = running.gateway.admission
+            assert admission is not None
+            export = ch.unary_unary(method)
+            with pytest.raises(grpc.RpcError) as gave_up:
+                export(body, timeout=0.5)  # held at the gated downstream past its deadline
+            assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert admission.active == 1  # its worker is still forwarding
+            with pytest.raises(grpc.RpcError) as refused:
+                export(body, timeout=5)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            receiver.gate.set()
+            assert eventually(lambda: admission.active == 0)
+            assert len(receiver.spans()) == 2  # the first call's spans: they were on their way
+    finally:
+        receiver.gate.set()
+        receiver.stop()
+
+
+def test_spans_of_a_caller_that_gave_up_before_forwarding_are_not_forwarded(
+    downstream: DownstreamReceiver,
+) -> None:
+    # Past its deadline the caller retries: forwarding the first copy too would store every span twice.
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    with running_gateway() as running:
+        gateway = running.gateway
+        outcome = gateway.process("grpc", body, "application/x-protobuf", None, lambda: True)
+        assert outcome.label == semconv.GATEWAY_OUTCOME_ABANDONED and outcome.error is not None
+        assert gateway.process("grpc", body, "application/x-protobuf", None, lambda: False).error is None
+    assert len(downstream.wait_for_spans(2)) == 2
+    time.sleep(0.3)  # a copy of the abandoned request would arrive right behind
+    assert len(downstream.spans()) == 2

@@ -241,3 +241,35 @@ def test_client_certificates_required_when_a_client_ca_is_set(
                     accepted = False
             assert accepted is expected
         assert len(downstream.wait_for_spans(4)) == 4
+
+
+def test_a_malformed_request_never_writes_its_header_lines_to_the_log(
+    downstream: DownstreamReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp refuses a header line with a control character (a token file saved with CRLF) with 400 and
+    logged the line, token included, with a traceback, once per request: one short line now, rate-limited."""
+    import logging
+    import socket
+
+    from rag_confidence.gateway.http_listener import _QUIET
+
+    _QUIET._next = 0.0  # a line may be due from an earlier test
+    body = _body()
+    caplog.set_level(logging.DEBUG)
+    with running_gateway(test_config(auth_token=TOKEN)) as running:
+        port = int(running.http_url.rsplit(":", 1)[1])
+        for tail in ("\r", "\x7f", "\x00"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                head = (
+                    "POST /v1/traces HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/x-protobuf\r\n"
+                    f"Authorization: Bearer {TOKEN}{tail}\r\nContent-Length: {len(body)}\r\n\r\n"
+                )
+                sock.sendall(head.encode() + body)
+                assert sock.recv(64).split(b"\r\n")[0].split()[1] == b"400"
+        assert (
+            _http_status(f"{running.http_url}/v1/traces", body, {"Authorization": f"Bearer {TOKEN}"}) == 200
+        )
+    logged = [record for record in caplog.records if record.name.startswith("aiohttp")]
+    assert all(TOKEN not in record.getMessage() and not record.exc_info for record in logged)
+    assert TOKEN not in caplog.text
+    assert len(logged) == 1 and "malformed HTTP request" in logged[0].getMessage()

@@ -328,6 +328,8 @@ GATEWAY_OUTCOME_UNAUTHENTICATED: Final = "unauthenticated"
 GATEWAY_OUTCOME_OVERLOADED: Final = "overloaded"
 GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE: Final = "downstream_unavailable"
 GATEWAY_OUTCOME_INTERNAL: Final = "internal"
+# The caller gave up (deadline passed, call cancelled) before its spans were forwarded: they were not.
+GATEWAY_OUTCOME_ABANDONED: Final = "abandoned"
 # Why spans were rejected (``rag.confidence.gateway.reason`` on spans.rejected): dropped by partial success, or
 # refused with their request because the downstream failed (the same value as that request outcome).
 GATEWAY_REASON_INVALID_SPAN: Final = "invalid_span"
@@ -356,6 +358,7 @@ METRIC_ATTR_PROCESSOR_REASON: Final = "rag.confidence.processor.reason"
 PIPELINE_OUTCOME_SCORED: Final = "scored"
 PIPELINE_OUTCOME_FAILED: Final = "failed"
 PIPELINE_OUTCOME_ALREADY_SCORED: Final = "already_scored"
+PIPELINE_OUTCOME_OVER_LIMIT: Final = "over_limit"
 PIPELINE_EVICTION_MAX_AGE: Final = "max_age"
 PIPELINE_EVICTION_MAX_TRACES: Final = "max_traces"
 # Why the processor caught a failure: the scorer raised; recording metrics or the event raised; a bug on the

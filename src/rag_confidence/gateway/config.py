@@ -37,6 +37,7 @@ ENV_ASSEMBLY_MAX_AGE = ENV_PREFIX + "ASSEMBLY_MAX_AGE"
 ENV_ASSEMBLY_MAX_TRACES = ENV_PREFIX + "ASSEMBLY_MAX_TRACES"
 ENV_ASSEMBLY_MAX_BYTES = ENV_PREFIX + "ASSEMBLY_MAX_BYTES"
 ENV_ASSEMBLY_MAX_SPANS = ENV_PREFIX + "ASSEMBLY_MAX_SPANS"
+ENV_MAX_ANSWERS = ENV_PREFIX + "MAX_ANSWERS_PER_REQUEST"
 ENV_SHUTDOWN_TIMEOUT = ENV_PREFIX + "SHUTDOWN_TIMEOUT"
 ENV_SCORING_CONFIG = ENV_PREFIX + "SCORING_CONFIG"
 ENV_NO_SCORING = ENV_PREFIX + "NO_SCORING"
@@ -52,6 +53,7 @@ _FLAG_OF_ENV = {
     ENV_ASSEMBLY_MAX_TRACES: "--assembly-max-traces",
     ENV_ASSEMBLY_MAX_BYTES: "--assembly-max-bytes",
     ENV_ASSEMBLY_MAX_SPANS: "--assembly-max-spans",
+    ENV_MAX_ANSWERS: "--max-answers-per-request",
     ENV_SHUTDOWN_TIMEOUT: "--shutdown-timeout",
 }
 
@@ -62,6 +64,9 @@ DEFAULT_MAX_REQUEST_BYTES = 4 * MIB
 # Shorter than the Collector's default exporter timeout (5 s), so the gateway answers before its upstream
 # gives up; a late success after the upstream gave up would deliver the retried spans twice.
 DEFAULT_DOWNSTREAM_TIMEOUT = 4.0
+# Answers scored per request. A BatchSpanProcessor sends at most 512 spans, a few per answer; past this, a
+# request of thousands of tiny marked answers (4 MiB holds 80,000) would cost minutes and gigabytes.
+DEFAULT_MAX_ANSWERS_PER_REQUEST = 1000
 _DISABLED = frozenset({"", "off", "none", "disabled"})
 
 
@@ -125,6 +130,7 @@ class GatewayConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_concurrent_requests: int = 4
     max_queued_requests: int = 32
+    max_answers_per_request: int = DEFAULT_MAX_ANSWERS_PER_REQUEST
     queue_timeout: float = 5.0
     body_timeout: float = 10.0
     retry_after: int = 1
@@ -141,6 +147,7 @@ class GatewayConfig:
         for option, value in (
             ("--max-request-bytes", self.max_request_bytes),
             ("--max-concurrent-requests", self.max_concurrent_requests),
+            ("--max-answers-per-request", self.max_answers_per_request),
         ):
             if value <= 0:
                 raise ConfigValidationError(f"{option} must be positive", path=option)
@@ -203,6 +210,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"largest request body, before and after decompression (env {ENV_MAX_REQUEST_BYTES}; "
         f"default {DEFAULT_MAX_REQUEST_BYTES})",
+    )
+    limits.add_argument(
+        "--max-answers-per-request",
+        type=int,
+        metavar="N",
+        help="answers scored per request; the rest are forwarded unscored and counted "
+        f"(env {ENV_MAX_ANSWERS}; default {DEFAULT_MAX_ANSWERS_PER_REQUEST})",
     )
     limits.add_argument(
         "--max-concurrent-requests",
@@ -354,6 +368,9 @@ def config_from_arguments(
             ),
             max_concurrent_requests=int(number(args.max_concurrent_requests, ENV_MAX_CONCURRENT, 4, int)),
             max_queued_requests=int(number(args.max_queued_requests, ENV_MAX_QUEUED, 32, int)),
+            max_answers_per_request=int(
+                number(args.max_answers_per_request, ENV_MAX_ANSWERS, DEFAULT_MAX_ANSWERS_PER_REQUEST, int)
+            ),
             queue_timeout=number(args.queue_timeout, ENV_QUEUE_TIMEOUT, 5.0, float),
             body_timeout=number(args.body_timeout, ENV_BODY_TIMEOUT, 10.0, float),
             retry_after=int(number(args.retry_after, ENV_RETRY_AFTER, 1, int)),

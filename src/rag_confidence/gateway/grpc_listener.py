@@ -9,6 +9,9 @@ answers ``RESOURCE_EXHAUSTED``. Retryable errors carry ``RetryInfo`` both where 
 
 from __future__ import annotations
 
+import asyncio
+import math
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,7 @@ _SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
 _TRANSPORT = semconv.GATEWAY_TRANSPORT_GRPC
 _STATUS_CODES = {status.value[0]: status for status in grpc.StatusCode}
 _AUTHORIZATION = "authorization"
+_GRPC_INT_MAX = 2**31 - 1
 
 
 class GrpcListener:
@@ -37,13 +41,20 @@ class GrpcListener:
         self._gateway = gateway
         self._address = address
         config = gateway.config
+        # A hard ceiling on calls in the process at once, whatever the number of connections: each holds its
+        # message in memory (grpcio reads it before the handler runs, before the token is checked). Calls
+        # past it are refused at their start with RESOURCE_EXHAUSTED, which OTLP clients do not retry, so the
+        # ceiling sits well above what admission lets in (those get UNAVAILABLE, retried).
         self._server = grpc.aio.server(
+            maximum_concurrent_rpcs=min(
+                4 * (config.max_concurrent_requests + config.max_queued_requests), _GRPC_INT_MAX
+            ),
             options=[
                 ("grpc.max_receive_message_length", config.max_request_bytes),
                 # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
                 # before a request reaches memory here.
                 ("grpc.max_concurrent_streams", config.max_concurrent_requests + config.max_queued_requests),
-            ]
+            ],
         )
         handler = grpc.unary_unary_rpc_method_handler(self._export)
         self._server.add_generic_rpc_handlers(
@@ -75,12 +86,34 @@ class GrpcListener:
                 label = semconv.GATEWAY_OUTCOME_UNAUTHENTICATED
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
             assert gateway.admission is not None
+            remaining = context.time_remaining()
+            deadline = time.monotonic() + remaining if remaining is not None else math.inf
+            cancelled = threading.Event()
+
+            def abandoned() -> bool:
+                # Read on the worker thread, just before forwarding: past its deadline the caller has given up
+                # and will send the spans again.
+                return cancelled.is_set() or time.monotonic() >= deadline
+
             try:
-                async with gateway.admission.slot(context.time_remaining()):
-                    loop = _running_loop()
-                    outcome: Outcome = await loop.run_in_executor(
-                        gateway.executor, gateway.process, _TRANSPORT, body, CONTENT_TYPE_PROTOBUF, None
+                async with gateway.admission.slot(remaining):
+                    work = asyncio.get_running_loop().run_in_executor(
+                        gateway.executor,
+                        gateway.process,
+                        _TRANSPORT,
+                        body,
+                        CONTENT_TYPE_PROTOBUF,
+                        None,
+                        abandoned,
                     )
+                    try:
+                        outcome: Outcome = await asyncio.shield(work)
+                    except asyncio.CancelledError:
+                        # The call is gone (deadline, client cancelled), but its worker still runs: the slot
+                        # stays taken until it ends, so backpressure counts the work really in progress.
+                        cancelled.set()
+                        await asyncio.wait([work])
+                        raise
             except GatewayOverloadedError as overloaded:
                 label = semconv.GATEWAY_OUTCOME_OVERLOADED
                 await self._abort_retryable(context, f"gateway overloaded ({overloaded}); retry later")
@@ -115,9 +148,3 @@ class GrpcListener:
                 ("grpc-status-details-bin", status.SerializeToString()),
             ),
         )
-
-
-def _running_loop() -> Any:
-    import asyncio
-
-    return asyncio.get_running_loop()

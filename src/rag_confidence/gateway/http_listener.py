@@ -8,11 +8,14 @@ ecosystem we plug into. Errors carry a ``google.rpc.Status`` in the request's co
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from aiohttp import hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from .. import semconv
@@ -38,8 +41,50 @@ _CHUNK = 64 * 1024
 _OTLP_TYPES = (CONTENT_TYPE_PROTOBUF, CONTENT_TYPE_JSON)
 
 
+class QuietMalformedRequests(logging.Filter):
+    """Rewrites aiohttp's log record of a malformed request (400 before any handler runs) as one line.
+
+    aiohttp logs each at ERROR with a traceback whose message quotes the offending line, which may be an
+    ``Authorization`` header (a token file saved with CRLF gives a token ending in ``\\r``), and a client without
+    a token can make it log without end. The line names the error type only, at most once per ``interval``
+    seconds, with the number left out since.
+    """
+
+    def __init__(self, interval: float = 60.0) -> None:
+        super().__init__()
+        self._interval = interval
+        self._next = 0.0
+        self._left_out = 0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, HttpProcessingError):
+            return True
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._left_out += 1
+                return False
+            self._next = now + self._interval
+            left_out, self._left_out = self._left_out, 0
+        record.msg = "refused a malformed HTTP request with %d (%s); %d more since the last such line"
+        record.args = (error.code, type(error).__name__, left_out)
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno = logging.WARNING
+        record.levelname = logging.getLevelName(logging.WARNING)
+        return True
+
+
+_QUIET = QuietMalformedRequests()
+
+
 class HttpListener:
     def __init__(self, gateway: Gateway, address: ListenAddress) -> None:
+        server_logger = logging.getLogger("aiohttp.server")
+        if _QUIET not in server_logger.filters:
+            server_logger.addFilter(_QUIET)
         self._gateway = gateway
         self._address = address
         # The body limit is ours (streamed below); aiohttp's must not cut in first with another message.

@@ -48,6 +48,7 @@ class Prepared:
     scored: list[ScoredSpan] = field(default_factory=list)
     failed_answers: int = 0
     already_scored: int = 0
+    over_limit: int = 0  # answers past the per-request limit, forwarded unscored
     payload_size: int = 0  # of the decoded body, for the size check after scoring
 
     @property
@@ -68,11 +69,18 @@ class TracePipeline:
     """Validates, groups and scores the spans of decoded requests; thread-safe.
 
     ``scorer`` None forwards without scoring (the benchmark's pass-through and the ``--no-scoring`` switch).
+    At most ``max_answers`` answers of a request are scored; the others are forwarded unscored and counted.
     """
 
-    def __init__(self, scorer: AnswerScorer | None, window: AssemblyWindow[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        scorer: AnswerScorer | None,
+        window: AssemblyWindow[bytes] | None = None,
+        max_answers: int = 1000,
+    ) -> None:
         self._scorer = scorer
         self._window = window
+        self._max_answers = max_answers
 
     def prepare(self, request: ExportTraceServiceRequest, payload: bytes | None = None) -> Prepared:
         """Validate, group and score ``request`` in place; ``payload`` is its body when it came as protobuf
@@ -195,6 +203,9 @@ class TracePipeline:
                 continue
             if semconv.RAG_CONFIDENCE_TOTAL in record.attributes:  # scored in-process or by another gateway
                 prepared.already_scored += 1
+                continue
+            if len(prepared.scored) + prepared.failed_answers >= self._max_answers:
+                prepared.over_limit += 1
                 continue
             try:
                 result = scorer.score(group.spans)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -97,7 +98,7 @@ class Gateway:
             )
             self.metrics.watch_window(self.window.expire)
         scorer = AnswerScorer(config.scoring_config) if config.scoring_enabled else None
-        self.pipeline = TracePipeline(scorer, self.window)
+        self.pipeline = TracePipeline(scorer, self.window, config.max_answers_per_request)
         self.executor = ThreadPoolExecutor(
             config.max_concurrent_requests, thread_name_prefix="rag-confidence-gateway"
         )
@@ -168,9 +169,18 @@ class Gateway:
     # ------------------------------------------------------------------------------------------ processing
 
     def process(
-        self, transport: str, body: bytes, content_type: str, content_encoding: str | None
+        self,
+        transport: str,
+        body: bytes,
+        content_type: str,
+        content_encoding: str | None,
+        abandoned: Callable[[], bool] | None = None,
     ) -> Outcome:
-        """Decode, score and forward one request (on a worker thread). Never raises."""
+        """Decode, score and forward one request (on a worker thread). Never raises.
+
+        ``abandoned`` says whether the caller has given up (its deadline passed, its call was cancelled): then
+        the spans are not forwarded, since the caller will send them again and a late delivery would store
+        them twice."""
         try:
             payload = decompress(body, content_encoding, self.config.max_request_bytes)
             if len(payload) > self.config.max_request_bytes:
@@ -191,6 +201,16 @@ class Gateway:
                 len(s.spans) for r in prepared.request.resource_spans for s in r.scope_spans
             )
         prepared.payload_size = len(payload)
+        if abandoned is not None and abandoned():
+            return Outcome(
+                error=GatewayRequestError(
+                    "the caller gave up before the spans were forwarded; they were not",
+                    http_status=503,
+                    grpc_code=code_pb2.DEADLINE_EXCEEDED,
+                    retryable=True,
+                ),
+                label=semconv.GATEWAY_OUTCOME_ABANDONED,
+            )
         return self._forward(transport, prepared)
 
     def _outgoing(self, prepared: Prepared) -> list[ExportTraceServiceRequest]:
@@ -253,6 +273,7 @@ class Gateway:
         self.metrics.answer(semconv.PIPELINE_OUTCOME_SCORED, len(prepared.scored))
         self.metrics.answer(semconv.PIPELINE_OUTCOME_FAILED, prepared.failed_answers)
         self.metrics.answer(semconv.PIPELINE_OUTCOME_ALREADY_SCORED, prepared.already_scored)
+        self.metrics.answer(semconv.PIPELINE_OUTCOME_OVER_LIMIT, prepared.over_limit)
 
     def finished(self, transport: str, outcome: str, started: float) -> None:
         self.metrics.request_done(transport, outcome, time.perf_counter() - started)

@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,27 +104,40 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
     A reranker covers the retrievals (methods and wrappers) that ended since the previous reranker, and
     presents what it kept of them; with none since, it reranks the previous reranker's output and replaces it
     (a cascade). A wrapper no reranker covers presents what it wraps (the outermost one, when they nest).
+
+    Runs in O(n log n) for n spans and retrievals, whatever their shape: span data comes from senders, and a
+    trace of thousands of nested or sibling retrievers must not cost quadratic time or worse.
     """
-    parents = {span.span_id: span.parent_span_id for span in spans}
+    tree = _Tree(spans)
     plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
-    wrappers = [
-        retrieval
-        for retrieval in plain
-        if any(
-            other.span is not retrieval.span and _is_ancestor(retrieval.span, other.span, parents)
-            for other in plain
-        )
-    ]
+    # Plain retrievals in tree order: those beneath one are a contiguous run after it.
+    nested = sorted(plain, key=lambda retrieval: tree.enter(retrieval.span))
+    entries = [tree.enter(retrieval.span) for retrieval in nested]
+    wrappers: list[Retrieval] = []
+    wrapped: dict[int, list[Retrieval]] = {}  # id(wrapper) -> the plain retrievals beneath it
+    for index, retrieval in enumerate(nested):
+        first = bisect.bisect_right(entries, entries[index])  # past every retrieval of the same span
+        last = bisect.bisect_left(entries, tree.exit(retrieval.span), first)
+        if last > first:
+            wrappers.append(retrieval)
+            if _may_link(retrieval):
+                wrapped[id(retrieval)] = nested[first:last]
+    is_wrapper = {id(wrapper) for wrapper in wrappers}
     for wrapper in wrappers:
-        link_by_position(
-            wrapper, [other for other in plain if _is_ancestor(wrapper.span, other.span, parents)]
-        )
+        inner = wrapped.get(id(wrapper))
+        if inner is not None:
+            link_by_position(wrapper, inner)
     methods: list[Retrieval] = []
+    reports: dict[tuple[str, int, str | None], list[Retrieval]] = {}
     for retrieval in plain:
-        if any(wrapper is retrieval for wrapper in wrappers):
+        if id(retrieval) in is_wrapper:
             continue
-        if any(_same_report(retrieval, kept) for kept in methods):
+        documents = retrieval.documents
+        report = (retrieval.method, len(documents), documents[0].key if documents else None)
+        same = reports.setdefault(report, [])
+        if any(_same_report(retrieval, kept) for kept in same):
             continue  # two tracers reporting one retriever
+        same.append(retrieval)
         methods.append(retrieval)
 
     presenters: list[Retrieval] = []
@@ -139,27 +153,92 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
             last_reranker = len(presenters)
             presenters.append(retrieval)
     # What no reranker covers: each outermost wrapper presents what it wraps, and methods beneath no wrapper
-    # were shown as they are.
-    open_wrappers = [
-        wrapper
-        for wrapper in wrappers
-        if any(wrapper is other for other in pending)
-        and not any(
-            outer is not wrapper and _is_ancestor(outer.span, wrapper.span, parents) for outer in wrappers
-        )
-    ]
+    # were shown as they are. Any retrieval above a wrapper is a wrapper, so the outermost ones are those no
+    # earlier one in tree order encloses; their subtrees are disjoint.
+    uncovered_ids = {id(retrieval) for retrieval in pending}
+    open_wrappers: list[Retrieval] = []
+    reach = -1  # the furthest exit of the wrappers seen so far, in tree order
+    for wrapper in sorted(wrappers, key=lambda retrieval: tree.enter(retrieval.span)):
+        exit_number = tree.exit(wrapper.span)
+        if exit_number < reach:  # enclosed (equal: another reading of the same span)
+            continue
+        reach = exit_number
+        if id(wrapper) in uncovered_ids:
+            open_wrappers.append(wrapper)
     presenters.extend(open_wrappers)
     if len(presenters) > 1:
         # End order, which ``retrievals`` is in.
         position = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
         presenters.sort(key=lambda retrieval: position[id(retrieval)])
+    open_entries = [tree.enter(wrapper.span) for wrapper in open_wrappers]
     uncovered = [
         method
         for method in methods
-        if any(method is other for other in pending)
-        and not any(_is_ancestor(wrapper.span, method.span, parents) for wrapper in open_wrappers)
+        if id(method) in uncovered_ids and not _beneath(method, open_wrappers, open_entries, tree)
     ]
     return Organized(methods, presenters, uncovered)
+
+
+def _beneath(
+    retrieval: Retrieval, wrappers: Sequence[Retrieval], entries: Sequence[int], tree: _Tree
+) -> bool:
+    """True when ``retrieval`` lies strictly beneath one of ``wrappers`` (disjoint subtrees, in tree order)."""
+    number = tree.enter(retrieval.span)
+    index = bisect.bisect_left(entries, number) - 1
+    return index >= 0 and tree.exit(retrieval.span) <= tree.exit(wrappers[index].span)
+
+
+class _Tree:
+    """Depth-first numbers of the answer's spans: ``a`` is above ``b`` when ``b`` is entered after ``a`` and left
+    no later. Spans whose parent is not among them, or that sit in a parent cycle, are roots."""
+
+    __slots__ = ("_enter", "_exit")
+
+    def __init__(self, spans: Sequence[SpanRecord]) -> None:
+        children: dict[int, list[int]] = {}
+        ids = {span.span_id for span in spans}
+        roots: list[int] = []
+        for span in spans:
+            parent = span.parent_span_id
+            if parent is None or parent not in ids or parent == span.span_id:
+                roots.append(span.span_id)
+            else:
+                children.setdefault(parent, []).append(span.span_id)
+        self._enter: dict[int, int] = {}
+        self._exit: dict[int, int] = {}
+        counter = 0
+        for start in [*roots, *ids]:  # then spans only a parent cycle leads to
+            if start in self._enter:
+                continue
+            self._enter[start] = counter
+            counter += 1
+            stack: list[tuple[int, int]] = [(start, 0)]
+            while stack:
+                node, next_child = stack[-1]
+                below = children.get(node, ())
+                if next_child < len(below):
+                    stack[-1] = (node, next_child + 1)
+                    child = below[next_child]
+                    if child not in self._enter:
+                        self._enter[child] = counter
+                        counter += 1
+                        stack.append((child, 0))
+                else:
+                    stack.pop()
+                    self._exit[node] = counter
+                    counter += 1
+
+    def enter(self, span: SpanRecord) -> int:
+        return self._enter.get(span.span_id, -1)
+
+    def exit(self, span: SpanRecord) -> int:
+        return self._exit.get(span.span_id, -1)
+
+
+def _may_link(wrapper: Retrieval) -> bool:
+    """The cheap first condition of :func:`link_by_position`: documents without any id or score."""
+    documents = wrapper.documents
+    return bool(documents) and all(document.id is None and document.score is None for document in documents)
 
 
 def link_by_position(wrapper: Retrieval, inner: Sequence[Retrieval]) -> bool:
@@ -227,17 +306,6 @@ def _same_report(first: Retrieval, second: Retrieval) -> bool:
         if a.score is not None and b.score is not None and abs(a.score - b.score) > 1e-9:
             return False
     return True
-
-
-def _is_ancestor(candidate: SpanRecord, span: SpanRecord, parents: dict[int, int | None]) -> bool:
-    seen: set[int] = set()
-    current = parents.get(span.span_id)
-    while current is not None and current not in seen:
-        if current == candidate.span_id:
-            return True
-        seen.add(current)
-        current = parents.get(current)
-    return False
 
 
 def assemble(

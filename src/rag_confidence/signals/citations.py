@@ -128,15 +128,15 @@ class _Matcher:
 
 class _Taken:
     """Non-overlapping ``[start, end)`` spans, sorted, for overlap checks in logarithmic time: an answer with
-    thousands of markers must not cost quadratic time."""
+    thousands of markers must not cost quadratic time. Spans are added a batch at a time (one pattern's
+    matches), merged in one sort, never inserted one by one into the middle."""
 
     __slots__ = ("_starts", "_ends")
 
     def __init__(self, spans: Iterable[tuple[int, int]] = ()) -> None:
         self._starts: list[int] = []
         self._ends: list[int] = []
-        for start, end in spans:
-            self.add(start, end)
+        self.extend(spans)
 
     def overlaps(self, start: int, end: int) -> bool:
         # Spans are disjoint and sorted, so ends ascend with starts: only the neighbours can overlap.
@@ -145,10 +145,14 @@ class _Taken:
             return True
         return index < len(self._starts) and self._starts[index] < end
 
-    def add(self, start: int, end: int) -> None:
-        index = bisect.bisect_right(self._starts, start)
-        self._starts.insert(index, start)
-        self._ends.insert(index, end)
+    def extend(self, spans: Iterable[tuple[int, int]]) -> None:
+        """Add spans that overlap neither each other nor those already taken."""
+        added = list(spans)
+        if not added:
+            return
+        merged = sorted([*zip(self._starts, self._ends, strict=True), *added])
+        self._starts = [start for start, _ in merged]
+        self._ends = [end for _, end in merged]
 
 
 def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[int, int, str]]:
@@ -156,17 +160,21 @@ def _references(text: str, patterns: Iterable[re.Pattern[str]]) -> list[tuple[in
     found: list[tuple[int, int, str]] = []
     taken = _Taken()
     for pattern in patterns:
+        # One pattern's matches never overlap each other: they are checked against the earlier patterns'
+        # only, and taken together.
+        accepted: list[tuple[int, int]] = []
         for match in pattern.finditer(text):
             start, end = match.span()
             if taken.overlaps(start, end):
                 continue
-            taken.add(start, end)
+            accepted.append((start, end))
             group = match.group(1) or ""
             # Split and stripped without a regex: ``\s*[,;]\s*`` rescans a long run of spaces from each of them.
             for piece in group.replace(";", ",").split(","):
                 reference = piece.strip()
                 if reference:
                     found.append((start, end, reference))
+        taken.extend(accepted)
     found.sort()
     return found
 
