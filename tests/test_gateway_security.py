@@ -273,3 +273,42 @@ def test_a_malformed_request_never_writes_its_header_lines_to_the_log(
     assert all(TOKEN not in record.getMessage() and not record.exc_info for record in logged)
     assert TOKEN not in caplog.text
     assert len(logged) == 1 and "malformed HTTP request" in logged[0].getMessage()
+
+
+def test_expect_100_continue_gets_the_final_status_when_the_headers_already_refuse(
+    downstream: DownstreamReceiver,
+) -> None:
+    """A client sending ``Expect: 100-continue`` waits for the go-ahead before uploading: a request its token,
+    content type or length refuses gets that answer at once, not a 100 that makes it send the body for nothing."""
+    import socket
+
+    body = _body()
+
+    def first_status(port: int, headers: str, send_body: bool = False) -> list[bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                f"POST /v1/traces HTTP/1.1\r\nHost: gateway\r\nExpect: 100-continue\r\n{headers}\r\n".encode()
+            )
+            answer = sock.recv(4096)
+            statuses = [line.split()[1] for line in answer.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+            if send_body:
+                sock.sendall(body)
+                statuses += [
+                    line.split()[1]
+                    for line in sock.recv(4096).split(b"\r\n")
+                    if line.startswith(b"HTTP/1.1 ")
+                ]
+            return statuses
+
+    with running_gateway(test_config(auth_token=TOKEN)) as running:
+        port = int(running.http_url.rsplit(":", 1)[1])
+        protobuf = f"Content-Type: application/x-protobuf\r\nContent-Length: {len(body)}\r\n"
+        authorized = f"Authorization: Bearer {TOKEN}\r\n"
+        assert first_status(port, protobuf) == [b"401"]
+        assert first_status(
+            port, authorized + f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        ) == [b"415"]
+        too_long = f"Content-Type: application/x-protobuf\r\nContent-Length: {8 * 1024 * 1024}\r\n"
+        assert first_status(port, authorized + too_long) == [b"413"]
+        assert first_status(port, authorized + protobuf, send_body=True) == [b"100", b"200"]
+    assert len(downstream.wait_for_spans(2)) == 2

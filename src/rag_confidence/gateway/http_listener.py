@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
 from aiohttp.http_exceptions import HttpProcessingError
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
@@ -89,7 +90,7 @@ class HttpListener:
         self._address = address
         # The body limit is ours (streamed below); aiohttp's must not cut in first with another message.
         app = web.Application(client_max_size=gateway.config.max_request_bytes + 1)
-        app.router.add_post(TRACES_PATH, self._traces)
+        app.router.add_post(TRACES_PATH, self._traces, expect_handler=self._expect)
         app.router.add_get(HEALTH_PATH, self._health)
         app.router.add_get(READY_PATH, self._ready)
         # auto_decompress off: aiohttp would inflate gzip without our limit; decode.decompress enforces it.
@@ -137,7 +138,25 @@ class HttpListener:
             gateway.metrics.active(_TRANSPORT, -1)
             gateway.finished(_TRANSPORT, label, started)
 
-    async def _handle(self, request: web.Request) -> tuple[web.Response, str]:
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """``Expect: 100-continue``: a request its headers already refuse (token, content type, length) gets its
+        final status instead, before the client uploads a body of up to the size limit for nothing."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            response, label = refusal
+            self._gateway.finished(_TRANSPORT, label, time.perf_counter())
+            return response
+        # What aiohttp's default handler does.
+        if request.version != HttpVersion11:
+            return None
+        if request.headers.get(hdrs.EXPECT, "").lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text="unknown Expect header")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+
+    def _refusal(self, request: web.Request) -> tuple[web.Response, str] | None:
+        """The response to a request its headers alone refuse, with its outcome label; None when they pass."""
         gateway = self._gateway
         content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
         reply_type = content_type if content_type in _OTLP_TYPES else CONTENT_TYPE_JSON
@@ -159,6 +178,16 @@ class HttpListener:
                 f"request body exceeds the limit of {limit} bytes",
                 reply_type,
             ), semconv.GATEWAY_OUTCOME_TOO_LARGE
+        return None
+
+    async def _handle(self, request: web.Request) -> tuple[web.Response, str]:
+        gateway = self._gateway
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
+        reply_type = content_type
+        limit = gateway.config.max_request_bytes
         assert gateway.admission is not None
         try:
             async with gateway.admission.slot():
