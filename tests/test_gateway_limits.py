@@ -127,6 +127,18 @@ def test_the_answer_limit_is_a_gateway_setting() -> None:
         limit([], {"RAG_CONFIDENCE_GATEWAY_MAX_ANSWERS_PER_REQUEST": "0"})
 
 
+def test_retrievers_under_a_long_chain_of_other_spans_cost_work_in_proportion() -> None:
+    # Whether any retrieval sits under another is worked out with one walk per chain link, not one per pair.
+    spans = [span(1, 1, None, kv(semconv.OPENINFERENCE_SPAN_KIND, "CHAIN"))]
+    spans += [span(1, index, index - 1) for index in range(2, 20_002)]
+    spans += [retriever(1, 30_000 + index, 20_001, index) for index in range(2_000)]
+    request = request_of(spans)
+    started = time.process_time()
+    prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
+    assert time.process_time() - started < 20.0
+    assert len(prepared.scored) == 1
+
+
 @pytest.mark.parametrize("shape", ["chain", "siblings"])
 def test_thousands_of_retrievers_in_one_answer_cost_work_in_proportion(shape: str) -> None:
     # A chain of 2,000 nested retrievers took 297 s (every ancestor test walked the chain, for every pair);

@@ -108,20 +108,22 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
     Runs in O(n log n) for n spans and retrievals, whatever their shape: span data comes from senders, and a
     trace of thousands of nested or sibling retrievers must not cost quadratic time or worse.
     """
-    tree = _Tree(spans)
     plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
-    # Plain retrievals in tree order: those beneath one are a contiguous run after it.
-    nested = sorted(plain, key=lambda retrieval: tree.enter(retrieval.span))
-    entries = [tree.enter(retrieval.span) for retrieval in nested]
+    # Most answers nest no retrieval in another: then no wrapper, and no numbering of the spans is needed.
+    tree = _Tree(spans) if _any_nested(plain, spans) else None
     wrappers: list[Retrieval] = []
     wrapped: dict[int, list[Retrieval]] = {}  # id(wrapper) -> the plain retrievals beneath it
-    for index, retrieval in enumerate(nested):
-        first = bisect.bisect_right(entries, entries[index])  # past every retrieval of the same span
-        last = bisect.bisect_left(entries, tree.exit(retrieval.span), first)
-        if last > first:
-            wrappers.append(retrieval)
-            if _may_link(retrieval):
-                wrapped[id(retrieval)] = nested[first:last]
+    if tree is not None:
+        # Plain retrievals in tree order: those beneath one are a contiguous run after it.
+        nested = sorted(plain, key=lambda retrieval: tree.enter(retrieval.span))
+        entries = [tree.enter(retrieval.span) for retrieval in nested]
+        for index, retrieval in enumerate(nested):
+            first = bisect.bisect_right(entries, entries[index])  # past every retrieval of the same span
+            last = bisect.bisect_left(entries, tree.exit(retrieval.span), first)
+            if last > first:
+                wrappers.append(retrieval)
+                if _may_link(retrieval):
+                    wrapped[id(retrieval)] = nested[first:last]
     is_wrapper = {id(wrapper) for wrapper in wrappers}
     for wrapper in wrappers:
         inner = wrapped.get(id(wrapper))
@@ -156,6 +158,8 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
     # were shown as they are. Any retrieval above a wrapper is a wrapper, so the outermost ones are those no
     # earlier one in tree order encloses; their subtrees are disjoint.
     uncovered_ids = {id(retrieval) for retrieval in pending}
+    if tree is None:
+        return Organized(methods, presenters, [method for method in methods if id(method) in uncovered_ids])
     open_wrappers: list[Retrieval] = []
     reach = -1  # the furthest exit of the wrappers seen so far, in tree order
     for wrapper in sorted(wrappers, key=lambda retrieval: tree.enter(retrieval.span)):
@@ -177,6 +181,39 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
         if id(method) in uncovered_ids and not _beneath(method, open_wrappers, open_entries, tree)
     ]
     return Organized(methods, presenters, uncovered)
+
+
+def _any_nested(plain: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> bool:
+    """True when a plain retrieval has another one's span above it. Linear: each span's nearest retrieval at or
+    above it is worked out once (a parent cycle ends a walk)."""
+    if len(plain) < 2:
+        return False
+    parents = {span.span_id: span.parent_span_id for span in spans}
+    retrieval_ids = {retrieval.span.span_id for retrieval in plain}
+    nearest: dict[int, int | None] = {}  # span id -> the nearest retrieval span at or above it
+    for retrieval in plain:
+        own = retrieval.span.span_id
+        path: list[int] = []
+        walked: set[int] = set()
+        current = parents.get(own)
+        found: int | None = None
+        while current is not None:
+            if current in nearest:
+                found = nearest[current]
+                break
+            if current in retrieval_ids:
+                found = current
+                break
+            if current in walked:  # a parent cycle
+                break
+            path.append(current)
+            walked.add(current)
+            current = parents.get(current)
+        for node in path:
+            nearest[node] = found
+        if found is not None and found != own:
+            return True
+    return False
 
 
 def _beneath(

@@ -59,13 +59,10 @@ class _Matcher:
             for identity in entry.identities:
                 if not identity.startswith(TEXT_KEY_PREFIX):
                     self._exact.setdefault(identity, position)
-        # Ids of documents the generator was not shown (case-folded): a reference to one is invalid.
-        self._dropped = {
-            identity.casefold()
-            for entry in dropped
-            for identity in entry.identities
-            if not identity.startswith(TEXT_KEY_PREFIX)
-        }
+        # Ids of documents the generator was not shown (case-folded), built on the first reference that matches
+        # no id shown: a reference to one is invalid.
+        self._dropped_entries = dropped
+        self._dropped: set[str] | None = None
         # Case-folded ids, built on the first reference that matches no id exactly (most answers cite none).
         self._folded: dict[str, int] | None = None
         # Per reference prefix (``doc-``), the lowest and highest number of the ids in that series, if any.
@@ -83,7 +80,16 @@ class _Matcher:
         return self._folded.get(reference.casefold())
 
     def is_dropped_id(self, reference: str) -> bool:
-        return bool(self._dropped) and reference.casefold() in self._dropped
+        if not self._dropped_entries:
+            return False
+        if self._dropped is None:
+            self._dropped = {
+                identity.casefold()
+                for entry in self._dropped_entries
+                for identity in entry.identities
+                if not identity.startswith(TEXT_KEY_PREFIX)
+            }
+        return reference.casefold() in self._dropped
 
     def match(self, reference: str) -> int | None:
         reference = reference.strip()
