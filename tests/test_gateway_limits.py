@@ -162,3 +162,26 @@ def test_thousands_of_retrievers_in_one_answer_cost_work_in_proportion(shape: st
     # Nested: the outermost retriever wraps all the others and presents its own document; siblings: every
     # retriever is a method of its own, each with its document.
     assert candidates == (1 if shape == "chain" else count)
+
+
+def test_a_chain_of_retrievers_reporting_text_only_costs_work_in_proportion() -> None:
+    # What the OpenInference LangChain tracer records (no id, no score outside metadata): every one of them
+    # may pair with what it wraps by position, which looked at everything beneath it (1,000 nested: 142 s).
+    spans = [span(1, 1, None, kv(semconv.OPENINFERENCE_SPAN_KIND, "CHAIN"))]
+    for index in range(1_000):
+        prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.0."
+        spans.append(
+            span(
+                1,
+                index + 2,
+                index + 1,
+                kv(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER),
+                kv(prefix + semconv.OI_DOCUMENT_CONTENT, f"text {index}"),
+            )
+        )
+    spans.reverse()
+    request = request_of(spans)
+    started = time.process_time()
+    prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
+    assert time.process_time() - started < 20.0
+    assert len(prepared.scored) == 1

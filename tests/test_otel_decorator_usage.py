@@ -658,5 +658,9 @@ def test_record_signals_takes_what_its_types_promise() -> None:
         semconv.RAG_SIGNAL_CORPUS_PRESENT_TYPES: ["policy"],
         semconv.RAG_SIGNAL_CORPUS_MISSING_TYPES: ["bylaws"],
     }
+    # A JSON array in a string is read as its list by extraction: not wrapped into a list of one.
+    assert signal_attributes(present_types='["pdf", "html"]') == {
+        semconv.RAG_SIGNAL_CORPUS_PRESENT_TYPES: '["pdf", "html"]'
+    }
     with pytest.raises(UsageError, match="object is no attribute value"):
         signal_attributes(faithfulness_score=object())

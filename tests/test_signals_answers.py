@@ -270,6 +270,11 @@ def test_a_root_that_is_one_step_is_no_answer_unless_marked(attributes: dict[str
     marked = SpanRecord(2, 1, None, "search_kb", {**attributes, semconv.RAG_ANSWER: True})
     (group,) = find_answers([marked, SpanRecord(2, 2, 1, "retrieve", RETRIEVER)])
     assert group.answer is marked and group.rule == "marked"
+    # With a generation beneath it, the step answers (a query-engine tool called from an untraced agent loop).
+    llm = SpanRecord(4, 3, 1, "llm", {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM})
+    tool = SpanRecord(4, 1, None, "query_engine_tool", attributes)
+    (group,) = find_answers([tool, SpanRecord(4, 2, 1, "retrieve", RETRIEVER), llm])
+    assert group.answer is tool and group.rule == "root"
     # The step under a span of the application's: that span is the answer.
     chain = SpanRecord(3, 1, None, "agent")
     (group,) = find_answers(

@@ -594,3 +594,15 @@ def test_interleaved_markers_of_every_pattern_are_read_in_near_linear_time() -> 
     signals = extract_signals([answer(), retrieval(2, DOCS), generation(text)])
     assert time.process_time() - started < 12.0
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 360_000
+
+
+def test_a_bare_number_stays_a_position_even_when_a_dropped_document_has_it_for_id() -> None:
+    # The model numbers what it was shown: [3] is the third presented document, not the dropped id 3.
+    spans = [
+        answer(),
+        oi_retriever(2, 1, [("7", 0.9), ("12", 0.8), ("5", 0.7), ("3", 0.6)], end=1),
+        oi_reranker(3, 1, [("7", 0.9), ("12", 0.8), ("5", 0.7)], end=2),
+        generation("One [1]. Three [3].", end=3),
+    ]
+    signals = extract_signals(spans)
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0

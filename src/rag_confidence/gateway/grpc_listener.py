@@ -113,6 +113,8 @@ class GrpcListener:
                         # stays taken until it ends, so backpressure counts the work really in progress.
                         cancelled.set()
                         await asyncio.wait([work])
+                        if not work.cancelled() and work.exception() is None:
+                            label = work.result().label  # abandoned, or what its forwarding came to
                         raise
             except GatewayOverloadedError as overloaded:
                 label = semconv.GATEWAY_OUTCOME_OVERLOADED

@@ -158,8 +158,9 @@ def signal_attributes(**signals: Any) -> dict[str, AttributeValue]:
                 f"record_signals got an unexpected keyword {keyword!r}; "
                 f"known: {', '.join(sorted([*ATTRIBUTE_BY_KEYWORD, *_NESTED_KEYWORDS, *_UNPREFIXED_CORPUS]))}"
             )
-        if flat_keyword in _LIST_KEYWORDS and isinstance(value, str):
-            # A str is a Sequence[str] to type checkers; one document type is what such a call means.
+        if flat_keyword in _LIST_KEYWORDS and isinstance(value, str) and not value.lstrip().startswith("["):
+            # A str is a Sequence[str] to type checkers; one document type is what such a call means (a JSON
+            # array in a string is read as the list it holds, as extraction reads every rag.signal value).
             value = [value]
         attributes[attribute] = _attribute_value(value)
     return attributes

@@ -5,9 +5,9 @@ Rules, in order:
 (a)/(b) a span with ``rag.answer = true`` is an answer. ``@scored_answer`` and ``mark_answer()`` both set it.
 (c) otherwise, a *local root* (no parent, a remote parent, or a parent not among the spans given) whose
     subtree holds a retrieval span and no marked answer is an answer, unless the root is itself one step of
-    a pipeline: a retriever, reranker, embedding or tool span. Such a trace is that step run on its own (an
-    agent loop invoking a retriever tool outside any span of the application), and its output is documents,
-    not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
+    a pipeline (a retriever, reranker, embedding or tool span) with no generation beneath it. Such a trace is
+    that step run on its own (an agent loop invoking a retriever tool outside any span of the application),
+    and its output is documents, not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
 
 A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
@@ -134,6 +134,23 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
     return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
 
 
+_GENERATION_OPERATIONS = frozenset(
+    {
+        semconv.GEN_AI_OPERATION_CHAT,
+        semconv.GEN_AI_OPERATION_TEXT_COMPLETION,
+        semconv.GEN_AI_OPERATION_GENERATE_CONTENT,
+    }
+)
+
+
+def _is_generation(span: SpanRecord) -> bool:
+    attributes = span.attributes
+    if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == semconv.OPENINFERENCE_KIND_LLM:
+        return True
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    return isinstance(operation, str) and operation in _GENERATION_OPERATIONS
+
+
 def _is_step(span: SpanRecord) -> bool:
     """True for a retrieval, reranker, embedding or tool span: as a trace's root, no answer (see rule (c))."""
     attributes = span.attributes
@@ -221,6 +238,7 @@ def _trace_answers(
     root_has_marked: set[int] = set()
     roots: dict[int, int] = {}  # marked answer's span id -> the root its trace's rule (c) would score
     root_has_retrieval: set[int] = set()
+    root_has_generation: set[int] = set()
     for span in by_id.values():
         answer, marked = _resolve(span, by_id, owner, seen)
         answer_id = answer.span_id
@@ -236,10 +254,18 @@ def _trace_answers(
                 root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
+        elif _is_generation(span):
+            root_has_generation.add(answer_id)
 
     for root_id in root_has_retrieval - root_has_marked:
         root = by_id[root_id]
-        if root_id not in answers and root.status_code != _FAILED and not _is_step(root):
+        # A step root with a generation beneath it answers all the same (a query-engine tool called from an
+        # untraced agent loop): only a bare retrieval or tool call is no answer.
+        if (
+            root_id not in answers
+            and root.status_code != _FAILED
+            and (root_id in root_has_generation or not _is_step(root))
+        ):
             answers[root_id] = (root, "root")
     if not answers:
         return

@@ -28,7 +28,8 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._values import Document, Retrieval
@@ -112,7 +113,10 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
     # Most answers nest no retrieval in another: then no wrapper, and no numbering of the spans is needed.
     tree = _Tree(spans) if _any_nested(plain, spans) else None
     wrappers: list[Retrieval] = []
-    wrapped: dict[int, list[Retrieval]] = {}  # id(wrapper) -> the plain retrievals beneath it
+    wrapped: dict[
+        int, tuple[int, int]
+    ] = {}  # id(wrapper) -> where the plain retrievals beneath it lie in nested
+    nested: list[Retrieval] = []
     if tree is not None:
         # Plain retrievals in tree order: those beneath one are a contiguous run after it.
         nested = sorted(plain, key=lambda retrieval: tree.enter(retrieval.span))
@@ -123,12 +127,14 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
             if last > first:
                 wrappers.append(retrieval)
                 if _may_link(retrieval):
-                    wrapped[id(retrieval)] = nested[first:last]
+                    wrapped[id(retrieval)] = (first, last)
     is_wrapper = {id(wrapper) for wrapper in wrappers}
-    for wrapper in wrappers:
-        inner = wrapped.get(id(wrapper))
-        if inner is not None:
-            link_by_position(wrapper, inner)
+    if wrapped:
+        end_order = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
+        for wrapper in wrappers:
+            bounds = wrapped.get(id(wrapper))
+            if bounds is not None:
+                link_by_position(wrapper, itertools.islice(nested, *bounds), end_order)
     methods: list[Retrieval] = []
     reports: dict[tuple[str, int, str | None], list[Retrieval]] = {}
     for retrieval in plain:
@@ -278,7 +284,9 @@ def _may_link(wrapper: Retrieval) -> bool:
     return bool(documents) and all(document.id is None and document.score is None for document in documents)
 
 
-def link_by_position(wrapper: Retrieval, inner: Sequence[Retrieval]) -> bool:
+def link_by_position(
+    wrapper: Retrieval, inner: Iterable[Retrieval], end_order: Mapping[int, int] | None = None
+) -> bool:
     """Make the i-th document ``wrapper`` presents known by the i-th one of the single retrieval it wraps, when
     nothing else can tell them apart; returns whether it did.
 
@@ -296,10 +304,17 @@ def link_by_position(wrapper: Retrieval, inner: Sequence[Retrieval]) -> bool:
     for document in documents:
         if document.id is not None or document.score is not None:
             return False
+    # Stops at the second distinct report: a wrapper above thousands of retrievals costs two steps, not a pass
+    # over all of them (and a chain of such wrappers no quadratic time). Of identical copies, the one that
+    # ended first is read (``end_order``: position by ``id()``), as when the inner list came in end order.
     distinct: list[Retrieval] = []
     for retrieval in inner:
-        if not any(_same_report(retrieval, kept) for kept in distinct):
+        if not distinct:
             distinct.append(retrieval)
+        elif not _same_report(retrieval, distinct[0]):
+            return False
+        elif end_order is not None and end_order[id(retrieval)] < end_order[id(distinct[0])]:
+            distinct[0] = retrieval
     if len(distinct) != 1:
         return False
     wrapped = distinct[0].documents

@@ -98,8 +98,10 @@ class _Matcher:
         by_id = self.match_id(reference)
         if by_id is not None:
             return by_id
-        if self.is_dropped_id(reference):
-            return None  # the id of a document dropped before the generator: not a position either
+        if not reference.isdigit() and self.is_dropped_id(reference):
+            # The id of a document dropped before the generator, not a position either (a bare number stays
+            # a position, as in _id_shaped: the model numbers what it was shown).
+            return None
         position = _POSITION.match(reference)
         if position is not None and not self._id_shaped(reference, position.start(1)):
             index = int(position.group(1)) - self._base
