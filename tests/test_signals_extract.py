@@ -503,19 +503,24 @@ def test_numbers_too_long_for_python_to_read_are_no_positions_and_raise_nothing(
 
 
 def oi_retriever(span_id: int, parent: int, documents: list[tuple[str, float]], end: int) -> SpanRecord:
-    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER}
-    for index, (document_id, score) in enumerate(documents):
-        attributes[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_ID}"] = document_id
-        attributes[f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_SCORE}"] = score
-    return SpanRecord(1, span_id, parent, "VectorIndexRetriever.retrieve", attributes, end_time=end)
+    return oi_documents(span_id, parent, documents, end, reranker=False)
 
 
 def oi_reranker(span_id: int, parent: int, documents: list[tuple[str, float]], end: int) -> SpanRecord:
-    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RERANKER}
+    return oi_documents(span_id, parent, documents, end, reranker=True)
+
+
+def oi_documents(
+    span_id: int, parent: int, documents: list[tuple[str, float]], end: int, *, reranker: bool
+) -> SpanRecord:
+    kind = semconv.OPENINFERENCE_KIND_RERANKER if reranker else semconv.OPENINFERENCE_KIND_RETRIEVER
+    prefix = semconv.OI_RERANKER_OUTPUT_DOCUMENTS if reranker else semconv.OI_RETRIEVAL_DOCUMENTS
+    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: kind}
     for index, (document_id, score) in enumerate(documents):
-        attributes[f"{semconv.OI_RERANKER_OUTPUT_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_ID}"] = document_id
-        attributes[f"{semconv.OI_RERANKER_OUTPUT_DOCUMENTS}.{index}.{semconv.OI_DOCUMENT_SCORE}"] = score
-    return SpanRecord(1, span_id, parent, "rerank", attributes, end_time=end)
+        attributes[f"{prefix}.{index}.{semconv.OI_DOCUMENT_ID}"] = document_id
+        attributes[f"{prefix}.{index}.{semconv.OI_DOCUMENT_SCORE}"] = score
+    name = "rerank" if reranker else "VectorIndexRetriever.retrieve"
+    return SpanRecord(1, span_id, parent, name, attributes, end_time=end)
 
 
 def candidate_ids(signals: Any) -> list[str]:

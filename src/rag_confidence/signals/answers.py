@@ -122,16 +122,21 @@ def may_hold_answer(attributes: Mapping[str, Any], event_names: Iterable[Any] = 
 
 
 def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> bool:
-    # Values can be anything a producer sent (lists included): compare strings only.
-    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
-    if isinstance(kind, str) and kind in _RETRIEVAL_KINDS:
-        return True
-    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    if isinstance(operation, str) and operation in _RETRIEVAL_OPERATIONS:
+    if _of_kind(attributes, _RETRIEVAL_KINDS, _RETRIEVAL_OPERATIONS):
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
     return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
+
+
+def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: frozenset[str]) -> bool:
+    """The span's OpenInference kind is one of ``kinds`` or its GenAI operation one of ``operations``."""
+    # Values can be anything a producer sent (lists included): compare strings only.
+    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+    if isinstance(kind, str) and kind in kinds:
+        return True
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    return isinstance(operation, str) and operation in operations
 
 
 _GENERATION_OPERATIONS = frozenset(
@@ -143,22 +148,17 @@ _GENERATION_OPERATIONS = frozenset(
 )
 
 
+_GENERATION_KINDS = frozenset({semconv.OPENINFERENCE_KIND_LLM})
+
+
 def _is_generation(span: SpanRecord) -> bool:
-    attributes = span.attributes
-    if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == semconv.OPENINFERENCE_KIND_LLM:
-        return True
-    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    return isinstance(operation, str) and operation in _GENERATION_OPERATIONS
+    return _of_kind(span.attributes, _GENERATION_KINDS, _GENERATION_OPERATIONS)
 
 
 def _is_step(span: SpanRecord) -> bool:
     """True for a retrieval, reranker, embedding or tool span: as a trace's root, no answer (see rule (c))."""
     attributes = span.attributes
-    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
-    if isinstance(kind, str) and kind in _STEP_KINDS:
-        return True
-    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    if isinstance(operation, str) and operation in _STEP_OPERATIONS:
+    if _of_kind(attributes, _STEP_KINDS, _STEP_OPERATIONS):
         return True
     if attributes.get(semconv.TRACELOOP_SPAN_KIND) == semconv.TRACELOOP_KIND_TOOL:
         return True
