@@ -185,3 +185,30 @@ def test_a_chain_of_retrievers_reporting_text_only_costs_work_in_proportion() ->
     prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
     assert time.process_time() - started < 20.0
     assert len(prepared.scored) == 1
+
+
+def test_thousands_of_rerankers_beside_waiting_retrievals_cost_work_in_proportion() -> None:
+    # Each reranker relates the retrievals still waiting to its own query span; 250 wait here, beside 5,000
+    # rerankers in branches of their own.
+    root = span(1, 1, None, kv(semconv.OPENINFERENCE_SPAN_KIND, "CHAIN"))
+    waiting = [retriever(1, 10 + index, 1, index) for index in range(250)]
+    branches: list[ProtoSpan] = []
+    for index in range(5_000):
+        query = 100_000 + 2 * index
+        prefix = f"{semconv.OI_RERANKER_OUTPUT_DOCUMENTS}.0."
+        branches.append(span(1, query, 1))
+        branches.append(
+            span(
+                1,
+                query + 1,
+                query,
+                kv(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RERANKER),
+                kv(prefix + semconv.OI_DOCUMENT_ID, f"ranked-{index}"),
+                kv(prefix + semconv.OI_DOCUMENT_SCORE, 0.5),
+            )
+        )
+    request = request_of([*waiting, *branches, root])
+    started = time.process_time()
+    prepared = TracePipeline(AnswerScorer()).prepare(request, request.SerializeToString())
+    assert time.process_time() - started < 20.0
+    assert len(prepared.scored) == 1

@@ -611,3 +611,35 @@ def test_a_bare_number_stays_a_position_even_when_a_dropped_document_has_it_for_
     ]
     signals = extract_signals(spans)
     assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+
+
+def test_a_reranker_covers_the_retrievals_of_its_own_query_not_a_parallel_branch_or_an_earlier_round() -> (
+    None
+):
+    def step(span_id: int, parent: int, end: int) -> SpanRecord:
+        return SpanRecord(1, span_id, parent, f"query {span_id}", end_time=end)
+
+    # Two sub-queries run in parallel: both retrievals end before either reranker.
+    parallel = [
+        answer(),
+        step(10, 1, end=5),
+        step(20, 1, end=6),
+        oi_retriever(11, 10, [("a1", 0.9), ("a2", 0.8), ("a3", 0.1)], end=1),
+        oi_retriever(21, 20, [("b1", 0.9), ("b2", 0.2), ("b3", 0.7)], end=2),
+        oi_reranker(12, 10, [("a2", 0.9), ("a1", 0.8)], end=3),
+        oi_reranker(22, 20, [("b3", 0.9), ("b1", 0.6)], end=4),
+    ]
+    assert candidate_ids(extract_signals(parallel)) == ["a2", "a1", "b3", "b1"]
+    # An agent's first round without a reranker, its second with one.
+    rounds = [
+        answer(),
+        step(10, 1, end=2),
+        step(20, 1, end=6),
+        oi_retriever(11, 10, [("x1", 0.9), ("x2", 0.5)], end=1),
+        oi_retriever(21, 20, [("y1", 0.8), ("y2", 0.7), ("y3", 0.1)], end=3),
+        oi_reranker(22, 20, [("y2", 0.9), ("y1", 0.6)], end=4),
+        generation("Round one [x1]; round two [y2].", end=7),
+    ]
+    signals = extract_signals(rounds)
+    assert candidate_ids(signals) == ["y2", "y1", "x1", "x2"]
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0

@@ -11,9 +11,10 @@
 - **Hybrid.** Documents are merged across retrieval spans by id (any id a document is known by; the content
   hash when it has none) into one candidate with one ``retrievalScores`` entry per method. One method seen on
   several spans (multi-query) keeps the best score per document.
-- **Presented lists.** A reranker presents to the generator what it kept of the retrievals that ended since the
-  previous reranker (a reranker right after another, with no retrieval between them, is a further stage of it
-  and replaces it); a wrapper no reranker covers presents what it wraps. Candidates are the documents each
+- **Presented lists.** A reranker presents to the generator what it kept of the retrievals beneath its own
+  parent span that no earlier reranker covered (one right after another under the same parent, with no such
+  retrieval between them, is a further stage of it and replaces it); a wrapper no reranker covers presents
+  what it wraps. Candidates are the documents each
   presenter kept, presenter by presenter in the order they ended and each in its own order (``rank`` 1..n over
   them all), then the documents of retrievals no presenter covers (an agent's second round without a reranker).
   What a presenter dropped is no candidate. A reranked document gets a ``rerank`` score entry next to the
@@ -102,12 +103,14 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
 
     A retrieval span with other document-reporting retrieval spans beneath it wraps them (LlamaIndex
     ``retrieve`` around ``_retrieve``, a fusion, router or ensemble retriever): it is not a method of its own.
-    A reranker covers the retrievals (methods and wrappers) that ended since the previous reranker, and
-    presents what it kept of them; with none since, it reranks the previous reranker's output and replaces it
-    (a cascade). A wrapper no reranker covers presents what it wraps (the outermost one, when they nest).
+    A reranker covers the retrievals (methods and wrappers) beneath its own parent span that ended since the
+    previous reranker, and presents what it kept of them; with none, under the parent of the previous one, it
+    reranks that one's output and replaces it (a cascade). A wrapper no reranker covers presents what it wraps
+    (the outermost one, when they nest).
 
     Runs in O(n log n) for n spans and retrievals, whatever their shape: span data comes from senders, and a
-    trace of thousands of nested or sibling retrievers must not cost quadratic time or worse.
+    trace of thousands of nested or sibling retrievers must not cost quadratic time or worse (a reranker
+    relates at most ``_MAX_SCOPED`` pending retrievals to its scope).
     """
     plain = [retrieval for retrieval in retrievals if not retrieval.rerank]
     # Most answers nest no retrieval in another: then no wrapper, and no numbering of the spans is needed.
@@ -149,15 +152,37 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
         methods.append(retrieval)
 
     presenters: list[Retrieval] = []
-    pending: list[Retrieval] = []  # plain retrievals since the last reranker
+    pending: list[Retrieval] = []  # plain retrievals no reranker has covered yet, in end order
     last_reranker: int | None = None  # its index in presenters
+    scopes = tree
     for retrieval in retrievals:
         if not retrieval.rerank:
             pending.append(retrieval)
-        elif not pending and last_reranker is not None:
-            presenters[last_reranker] = retrieval
+            continue
+        # A reranker covers the pending retrievals beneath its own parent span (its query's), not those of a
+        # branch running beside it or of an earlier round. Past _MAX_SCOPED pending ones (only hostile data
+        # has that many), it covers them all, keeping the work linear.
+        scope = retrieval.span.parent_span_id
+        if scope is None or len(pending) > _MAX_SCOPED:
+            covered, pending = pending, []
         else:
-            pending.clear()
+            covered, kept = [], []
+            for candidate in pending:
+                if candidate.span.parent_span_id != scope:
+                    if scopes is None:
+                        scopes = _Tree(spans)
+                    if not scopes.within(candidate.span, scope):
+                        kept.append(candidate)
+                        continue
+                covered.append(candidate)
+            pending = kept
+        if (
+            not covered
+            and last_reranker is not None
+            and presenters[last_reranker].span.parent_span_id == scope
+        ):
+            presenters[last_reranker] = retrieval  # reranks the previous reranker's output: a cascade
+        else:
             last_reranker = len(presenters)
             presenters.append(retrieval)
     # What no reranker covers: each outermost wrapper presents what it wraps, and methods beneath no wrapper
@@ -187,6 +212,10 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
         if id(method) in uncovered_ids and not _beneath(method, open_wrappers, open_entries, tree)
     ]
     return Organized(methods, presenters, uncovered)
+
+
+# Pending retrievals a reranker relates to its own scope one by one; past that, it covers them all.
+_MAX_SCOPED = 256
 
 
 def _any_nested(plain: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> bool:
@@ -273,6 +302,14 @@ class _Tree:
 
     def enter(self, span: SpanRecord) -> int:
         return self._enter.get(span.span_id, -1)
+
+    def within(self, span: SpanRecord, ancestor: int) -> bool:
+        """``span`` lies beneath the span ``ancestor`` (an id); True as well when that span is not among them."""
+        top = self._enter.get(ancestor)
+        if top is None:
+            return True
+        own = self._enter.get(span.span_id, -1)
+        return top < own and self._exit.get(span.span_id, -1) <= self._exit[ancestor]
 
     def exit(self, span: SpanRecord) -> int:
         return self._exit.get(span.span_id, -1)
