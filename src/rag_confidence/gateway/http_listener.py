@@ -141,7 +141,7 @@ class HttpListener:
     async def _expect(self, request: web.Request) -> web.StreamResponse | None:
         """``Expect: 100-continue``: a request its headers already refuse (token, content type, length) gets its
         final status instead, before the client uploads a body of up to the size limit for nothing."""
-        refusal = self._refusal(request)
+        refusal = self._refusal(request, media_type(request.headers.get(hdrs.CONTENT_TYPE)))
         if refusal is not None:
             response, label = refusal
             self._gateway.finished(_TRANSPORT, label, time.perf_counter())
@@ -155,10 +155,9 @@ class HttpListener:
         request.writer.output_size = 0
         return None
 
-    def _refusal(self, request: web.Request) -> tuple[web.Response, str] | None:
+    def _refusal(self, request: web.Request, content_type: str) -> tuple[web.Response, str] | None:
         """The response to a request its headers alone refuse, with its outcome label; None when they pass."""
         gateway = self._gateway
-        content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
         reply_type = content_type if content_type in _OTLP_TYPES else CONTENT_TYPE_JSON
         if not gateway.auth.allows(request.headers.get(hdrs.AUTHORIZATION)):
             response = _status_response(
@@ -182,11 +181,11 @@ class HttpListener:
 
     async def _handle(self, request: web.Request) -> tuple[web.Response, str]:
         gateway = self._gateway
-        refusal = self._refusal(request)
+        content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
+        refusal = self._refusal(request, content_type)
         if refusal is not None:
             return refusal
-        content_type = media_type(request.headers.get(hdrs.CONTENT_TYPE))
-        reply_type = content_type
+        # Past the refusals the content type is an OTLP one: replies go in it.
         limit = gateway.config.max_request_bytes
         assert gateway.admission is not None
         try:
@@ -201,13 +200,13 @@ class HttpListener:
                     message = (
                         f"request body not received within {gateway.config.body_timeout:g} s; retry later"
                     )
-                    response = _status_response(503, code_pb2.UNAVAILABLE, message, reply_type)
+                    response = _status_response(503, code_pb2.UNAVAILABLE, message, content_type)
                     response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
                     return response, semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
                 if body is None:
                     message = f"request body exceeds the limit of {limit} bytes"
                     return _status_response(
-                        413, code_pb2.RESOURCE_EXHAUSTED, message, reply_type
+                        413, code_pb2.RESOURCE_EXHAUSTED, message, content_type
                     ), semconv.GATEWAY_OUTCOME_TOO_LARGE
                 loop = asyncio.get_running_loop()
                 outcome: Outcome = await loop.run_in_executor(
@@ -220,12 +219,12 @@ class HttpListener:
                 )
         except GatewayOverloadedError as overloaded:
             response = _status_response(
-                503, code_pb2.UNAVAILABLE, f"gateway overloaded ({overloaded}); retry later", reply_type
+                503, code_pb2.UNAVAILABLE, f"gateway overloaded ({overloaded}); retry later", content_type
             )
             response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
             return response, semconv.GATEWAY_OUTCOME_OVERLOADED
         if outcome.error is not None:
-            response = _error_response(outcome.error, reply_type)
+            response = _error_response(outcome.error, content_type)
             if outcome.error.retryable:
                 response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
             return response, outcome.label

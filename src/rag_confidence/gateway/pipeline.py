@@ -22,6 +22,7 @@ from ..scoring.models import ConfidenceScorecard
 from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
 from .assembly import AssemblyWindow
+from .config import DEFAULT_MAX_ANSWERS_PER_REQUEST
 from .screen import Screen
 from .spans import is_root, parent_is_local, set_attributes, to_record
 
@@ -76,7 +77,7 @@ class TracePipeline:
         self,
         scorer: AnswerScorer | None,
         window: AssemblyWindow[bytes] | None = None,
-        max_answers: int = 1000,
+        max_answers: int = DEFAULT_MAX_ANSWERS_PER_REQUEST,
     ) -> None:
         self._scorer = scorer
         self._window = window

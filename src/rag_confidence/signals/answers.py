@@ -39,20 +39,17 @@ _RETRIEVAL_KINDS = frozenset({semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPEN
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.GEN_AI_OPERATION_VECTOR_DB_RETRIEVE}
 )
-# A root of one of these kinds is a step of a pipeline run on its own, not an answer around one: a retriever
-# or a tool an agent loop invoked outside any span of the application's (its trace is that step alone).
-_STEP_KINDS = frozenset(
+# A root of one of these kinds (or a retrieval span) is a step of a pipeline run on its own, not an answer
+# around one: a retriever or a tool an agent loop invoked outside any span of the application's.
+_STEP_KINDS = frozenset({semconv.OPENINFERENCE_KIND_TOOL, semconv.OPENINFERENCE_KIND_EMBEDDING})
+_STEP_OPERATIONS = frozenset({semconv.GEN_AI_OPERATION_EXECUTE_TOOL, semconv.GEN_AI_OPERATION_EMBEDDINGS})
+# ... unless a generation lies beneath it.
+_GENERATION_KINDS = frozenset({semconv.OPENINFERENCE_KIND_LLM})
+_GENERATION_OPERATIONS = frozenset(
     {
-        *_RETRIEVAL_KINDS,
-        semconv.OPENINFERENCE_KIND_TOOL,
-        semconv.OPENINFERENCE_KIND_EMBEDDING,
-    }
-)
-_STEP_OPERATIONS = frozenset(
-    {
-        *_RETRIEVAL_OPERATIONS,
-        semconv.GEN_AI_OPERATION_EXECUTE_TOOL,
-        semconv.GEN_AI_OPERATION_EMBEDDINGS,
+        semconv.GEN_AI_OPERATION_CHAT,
+        semconv.GEN_AI_OPERATION_TEXT_COMPLETION,
+        semconv.GEN_AI_OPERATION_GENERATE_CONTENT,
     }
 )
 
@@ -137,18 +134,6 @@ def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: f
         return True
     operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
     return isinstance(operation, str) and operation in operations
-
-
-_GENERATION_OPERATIONS = frozenset(
-    {
-        semconv.GEN_AI_OPERATION_CHAT,
-        semconv.GEN_AI_OPERATION_TEXT_COMPLETION,
-        semconv.GEN_AI_OPERATION_GENERATE_CONTENT,
-    }
-)
-
-
-_GENERATION_KINDS = frozenset({semconv.OPENINFERENCE_KIND_LLM})
 
 
 def _is_generation(span: SpanRecord) -> bool:

@@ -14,14 +14,13 @@
 - **Presented lists.** A reranker presents to the generator what it kept of the retrievals beneath its own
   parent span that no earlier reranker covered (one right after another under the same parent, with no such
   retrieval between them, is a further stage of it and replaces it); a wrapper no reranker covers presents
-  what it wraps. Candidates are the documents each
-  presenter kept, presenter by presenter in the order they ended and each in its own order (``rank`` 1..n over
-  them all), then the documents of retrievals no presenter covers (an agent's second round without a reranker).
-  What a presenter dropped is no candidate. A reranked document gets a ``rerank`` score entry next to the
-  retrieval methods' scores, and ``combinedScore`` is the reranker's score. Without any presenter,
-  ``combinedScore`` is the best of the candidate's method scores (the single method's score for plain
-  retrieval) and candidates are ordered by it; ``rank`` is that position unless the document's metadata gives
-  one.
+  what it wraps. Candidates are the documents each presenter kept, presenter by presenter in the order they
+  ended and each in its own order (``rank`` 1..n over them all), then the documents of retrievals no presenter
+  covers (an agent's round without a reranker). What a presenter dropped is no candidate. A reranked document
+  gets a ``rerank`` score entry next to the retrieval methods' scores, and ``combinedScore`` is the reranker's
+  score. Without any presenter, ``combinedScore`` is the best of the candidate's method scores (the single
+  method's score for plain retrieval) and candidates are ordered by it; ``rank`` is that position unless the
+  document's metadata gives one.
 - A document without any score cannot be scored: it is left out of ``candidates`` and counted in the
   diagnostics, but it still counts as a retrieved document for citations (by id and position).
 """
@@ -116,11 +115,12 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
     # Most answers nest no retrieval in another: then no wrapper, and no numbering of the spans is needed.
     tree = _Tree(spans) if _any_nested(plain, spans) else None
     wrappers: list[Retrieval] = []
-    wrapped: dict[
-        int, tuple[int, int]
-    ] = {}  # id(wrapper) -> where the plain retrievals beneath it lie in nested
+    # id(wrapper) -> where the plain retrievals beneath it lie in ``nested``
+    wrapped: dict[int, tuple[int, int]] = {}
     nested: list[Retrieval] = []
+    end_order: dict[int, int] = {}  # id(retrieval) -> its place in ``retrievals``
     if tree is not None:
+        end_order = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
         # Plain retrievals in tree order: those beneath one are a contiguous run after it.
         nested = sorted(plain, key=lambda retrieval: tree.enter(retrieval.span))
         entries = [tree.enter(retrieval.span) for retrieval in nested]
@@ -132,12 +132,10 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
                 if _may_link(retrieval):
                     wrapped[id(retrieval)] = (first, last)
     is_wrapper = {id(wrapper) for wrapper in wrappers}
-    if wrapped:
-        end_order = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
-        for wrapper in wrappers:
-            bounds = wrapped.get(id(wrapper))
-            if bounds is not None:
-                link_by_position(wrapper, itertools.islice(nested, *bounds), end_order)
+    for wrapper in wrappers:
+        bounds = wrapped.get(id(wrapper))
+        if bounds is not None:
+            link_by_position(wrapper, itertools.islice(nested, *bounds), end_order)
     methods: list[Retrieval] = []
     reports: dict[tuple[str, int, str | None], list[Retrieval]] = {}
     for retrieval in plain:
@@ -202,9 +200,7 @@ def organize(retrievals: Sequence[Retrieval], spans: Sequence[SpanRecord]) -> Or
             open_wrappers.append(wrapper)
     presenters.extend(open_wrappers)
     if len(presenters) > 1:
-        # End order, which ``retrievals`` is in.
-        position = {id(retrieval): index for index, retrieval in enumerate(retrievals)}
-        presenters.sort(key=lambda retrieval: position[id(retrieval)])
+        presenters.sort(key=lambda retrieval: end_order[id(retrieval)])
     open_entries = [tree.enter(wrapper.span) for wrapper in open_wrappers]
     uncovered = [
         method
@@ -303,16 +299,15 @@ class _Tree:
     def enter(self, span: SpanRecord) -> int:
         return self._enter.get(span.span_id, -1)
 
+    def exit(self, span: SpanRecord) -> int:
+        return self._exit.get(span.span_id, -1)
+
     def within(self, span: SpanRecord, ancestor: int) -> bool:
         """``span`` lies beneath the span ``ancestor`` (an id); True as well when that span is not among them."""
         top = self._enter.get(ancestor)
         if top is None:
             return True
-        own = self._enter.get(span.span_id, -1)
-        return top < own and self._exit.get(span.span_id, -1) <= self._exit[ancestor]
-
-    def exit(self, span: SpanRecord) -> int:
-        return self._exit.get(span.span_id, -1)
+        return top < self.enter(span) and self.exit(span) <= self._exit[ancestor]
 
 
 def _may_link(wrapper: Retrieval) -> bool:
@@ -344,17 +339,17 @@ def link_by_position(
     # Stops at the second distinct report: a wrapper above thousands of retrievals costs two steps, not a pass
     # over all of them (and a chain of such wrappers no quadratic time). Of identical copies, the one that
     # ended first is read (``end_order``: position by ``id()``), as when the inner list came in end order.
-    distinct: list[Retrieval] = []
+    only: Retrieval | None = None
     for retrieval in inner:
-        if not distinct:
-            distinct.append(retrieval)
-        elif not _same_report(retrieval, distinct[0]):
+        if only is None:
+            only = retrieval
+        elif not _same_report(retrieval, only):
             return False
-        elif end_order is not None and end_order[id(retrieval)] < end_order[id(distinct[0])]:
-            distinct[0] = retrieval
-    if len(distinct) != 1:
+        elif end_order is not None and end_order[id(retrieval)] < end_order[id(only)]:
+            only = retrieval
+    if only is None:
         return False
-    wrapped = distinct[0].documents
+    wrapped = only.documents
     if len(wrapped) != len(documents):
         return False
     known: set[str] = set()
