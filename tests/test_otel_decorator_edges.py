@@ -220,6 +220,42 @@ def test_record_signals_latest_value_wins_over_a_buffered_childs_earlier_one(set
     assert card is not None and card.total == expected.total
 
 
+@pytest.mark.parametrize(
+    ("notes", "expected_notes"),
+    [
+        (["two tenants named", "clause 4 unclear"], "two tenants named; clause 4 unclear"),
+        ("one note", "one note"),
+        ([], ""),  # no notes: no ambiguity, as an empty string is
+    ],
+)
+def test_record_signals_ambiguity_notes_as_a_list_are_scored_as_one_text(
+    setup: Setup, notes: Any, expected_notes: str
+) -> None:
+    # Its keyword type takes a list; written as a string array it was skipped and scored as unambiguous.
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(support_level="high", has_conflict=False, ambiguity_notes=notes)
+        return "text"
+
+    answer()
+    expected = compute_confidence(
+        {
+            "supportLevel": "high",
+            "hasConflict": False,
+            "ambiguityNotes": expected_notes,
+            "candidates": CANDIDATES,
+        }
+    )
+    card = last_scorecard()
+    assert card is not None
+    assert card.dimensions.grounding.raw == expected.dimensions.grounding.raw
+    assert card.total == expected.total
+    attributes = setup.spans()["answer"].attributes or {}
+    assert semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED not in attributes
+
+
 def test_record_signals_takes_numpy_scalars_as_their_python_values(setup: Setup) -> None:
     import numpy as np  # what evaluators (Ragas, DeepEval) hand out
 

@@ -36,6 +36,9 @@ def _note(reader: Reader, value: Any) -> str | None:
     # An empty note is meaningful to the algorithm (no ambiguity), so it is kept as given.
     if isinstance(value, str):
         return value
+    # Several notes arrive as a string array (record_signals takes a list): the algorithm reads one text.
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return "; ".join(item for item in value if item)
     if value is not None:
         reader.skip()
     return None
