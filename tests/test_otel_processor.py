@@ -245,6 +245,8 @@ def test_evaluation_event_is_a_log_record_parented_to_the_answer(pipeline: Pipel
         semconv.GEN_AI_EVALUATION_EXPLANATION: attributes[semconv.RAG_CONFIDENCE_ACTION_REASON],
         semconv.RAG_CONFIDENCE_ACTION: attributes[semconv.RAG_CONFIDENCE_ACTION],
     }
+    # The GenAI conventions type the score as a double (the span's total stays an int).
+    assert type((log.attributes or {})[semconv.GEN_AI_EVALUATION_SCORE_VALUE]) is float
 
 
 def test_two_marked_answers_in_one_trace_get_one_scorecard_each(pipeline: Pipeline) -> None:

@@ -24,15 +24,17 @@ __all__ = ["EvaluationEmitter", "evaluation_event_attributes"]
 def evaluation_event_attributes(scorecard: ConfidenceScorecard) -> dict[str, AttributeValue]:
     """The attributes of the ``gen_ai.evaluation.result`` event for one scorecard.
 
-    ``gen_ai.evaluation.score.label`` is the scorecard label (a closed set, as the convention asks for low
-    cardinality); the action reason goes to ``gen_ai.evaluation.explanation``.
+    ``gen_ai.evaluation.score.value`` is the total as a double; ``gen_ai.evaluation.score.label`` is the
+    scorecard label (a closed set, as the convention asks for low cardinality); the action reason goes to
+    ``gen_ai.evaluation.explanation``.
     """
     attributes: dict[str, AttributeValue] = {
         semconv.GEN_AI_EVALUATION_NAME: semconv.RAG_CONFIDENCE_EVALUATION_NAME
     }
     total = score_int(scorecard.total)
     if total is not None:
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = total
+        # A double, as the convention types it: evaluators' scores share the attribute in a backend's index.
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(total)
     attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = str(scorecard.label)
     attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = str(scorecard.action_reason)
     attributes[semconv.RAG_CONFIDENCE_ACTION] = str(scorecard.recommended_action)
