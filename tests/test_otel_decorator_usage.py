@@ -465,6 +465,41 @@ def test_options_of_the_wrong_type_are_refused_at_decoration(options: dict[str, 
         scored_answer(**options)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # Truthy strings would switch on what they mean to switch off.
+        ({"adopt_current_span": "no"}, r"adopt_current_span=\.\.\.\) must be True or False, not 'no'"),
+        ({"emit_events": "yes"}, r"emit_events=\.\.\.\) must be True or False"),
+        ({"tracer_provider": 5}, r"tracer_provider=\.\.\.\) must be a TracerProvider or None, not int"),
+        ({"meter_provider": "prometheus"}, r"meter_provider=\.\.\.\) must be a MeterProvider"),
+        ({"logger_provider": object()}, r"logger_provider=\.\.\.\) must be a LoggerProvider"),
+        # Found here, not as an error logged at every call.
+        (
+            {"on_score": lambda card: None},
+            r"called as on_score\(scorecard, result\); <lambda> takes \(card\)",
+        ),
+        ({"signals": lambda result, extra: {}}, r"called as signals\(result\)"),
+    ],
+)
+def test_flags_providers_and_callback_arity_are_checked_at_decoration(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        scored_answer(**options)
+
+
+def test_callbacks_that_accept_the_arguments_are_taken() -> None:
+    class Sink:
+        def record(self, card: Any, result: Any) -> None:
+            pass
+
+    for on_score in (print, lambda *args: None, Sink().record, lambda card, result, extra=None: None):
+        scored_answer(on_score=on_score)
+    scored_answer(signals=dict)  # a class: its signature is read from its constructor, or taken on trust
+    scored_answer(adopt_current_span=True, emit_events=False)
+
+
 # -- configure_from_env: options checked before anything is installed --------------------------------------------
 
 

@@ -456,6 +456,29 @@ def test_config_is_validated_when_the_processor_is_made() -> None:
         ConfidenceSpanProcessor(SpanProcessor(), max_pending_traces=0)
 
 
+def test_an_exporter_or_wrong_typed_options_are_refused_when_the_processor_is_made() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rag_confidence.errors import UsageError
+
+    # The easy slip: accepted, every span failed in the downstream and none was exported.
+    with pytest.raises(UsageError, match=r"BatchSpanProcessor\(InMemorySpanExporter\(\.\.\.\)\)"):
+        ConfidenceSpanProcessor(InMemorySpanExporter())  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="background_scoring=...\\) must be True or False, not 'no'"):
+        ConfidenceSpanProcessor(SpanProcessor(), background_scoring="no")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="emit_events"):
+        ConfidenceSpanProcessor(SpanProcessor(), emit_events=1)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="meter_provider=...\\) must be a MeterProvider or None, not str"):
+        ConfidenceSpanProcessor(SpanProcessor(), meter_provider="otlp")  # type: ignore[arg-type]
+    # Duck-typed: the API's own providers pass.
+    from opentelemetry._logs import NoOpLoggerProvider
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    ConfidenceSpanProcessor(
+        SpanProcessor(), meter_provider=NoOpMeterProvider(), logger_provider=NoOpLoggerProvider()
+    ).shutdown()
+
+
 def test_background_scoring_forwards_every_span_and_drains_on_flush_and_shutdown() -> None:
     pipeline = make_pipeline("simple-background", max_scoring_queue=4)
     for _ in range(50):

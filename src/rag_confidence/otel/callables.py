@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..signals import SignalOptions
+from .limits import check_callable_arity, check_flags, check_providers
 
 __all__ = [
     "ASYNC_GENERATOR",
@@ -60,19 +61,31 @@ def check_options(
     signals: object,
     on_score: object,
     signal_options: object,
+    flags: dict[str, object],
+    providers: dict[str, object],
 ) -> None:
     """The decorator's options, checked where it is applied rather than at every call."""
     if name is not None and not isinstance(name, str):
         raise UsageError(f"scored_answer(name=...) must be a string, not {type(name).__name__}")
-    for option, value in (("signals", signals), ("on_score", on_score)):
-        if value is not None and not callable(value):
+    for option, value, arguments in (
+        ("signals", signals, "result"),
+        ("on_score", on_score, "scorecard, result"),
+    ):
+        if value is None:
+            continue
+        if not callable(value):
             raise UsageError(
-                f"scored_answer({option}=...) must be a callable taking the result, not {type(value).__name__}"
+                f"scored_answer({option}=...) must be a callable, called as {option}({arguments}), "
+                f"not {type(value).__name__}"
             )
+        # Found at decoration, not as an error logged at every call.
+        check_callable_arity("scored_answer", option, value, arguments, arguments.count(",") + 1)
     if signal_options is not None and not isinstance(signal_options, SignalOptions):
         raise UsageError(
             f"scored_answer(signal_options=...) must be a SignalOptions, not {type(signal_options).__name__}"
         )
+    check_flags("scored_answer", **flags)
+    check_providers("scored_answer", **providers)
 
 
 # Where the frameworks' stream objects hold their stream (duck-typed, so none of them is imported): LlamaIndex's

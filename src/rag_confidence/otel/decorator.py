@@ -114,7 +114,18 @@ def scored_answer(
                 "by keyword (signals=... or on_score=...)"
             )
         return scored_answer()(config)
-    check_options(name=name, signals=signals, on_score=on_score, signal_options=signal_options)
+    check_options(
+        name=name,
+        signals=signals,
+        on_score=on_score,
+        signal_options=signal_options,
+        flags={"adopt_current_span": adopt_current_span, "emit_events": emit_events},
+        providers={
+            "tracer_provider": tracer_provider,
+            "meter_provider": meter_provider,
+            "logger_provider": logger_provider,
+        },
+    )
     scorer = AnswerScorer(config, signal_options)
     instruments = shared_instruments(meter_provider)
     events = EvaluationEmitter(logger_provider) if emit_events else None

@@ -30,7 +30,7 @@ from .answer_scoring import AnswerScorer, ScoredAnswer
 from .enriched_span import copy_with
 from .events import EvaluationEmitter
 from .held_evaluations import Evaluations, with_evaluations
-from .limits import check_processor_limits
+from .limits import check_flags, check_processor_limits, check_providers, check_span_processor
 from .metrics import shared_instruments, span_context_as_parent
 from .pipeline import observe_processor
 from .trace_buffers import TraceBuffers
@@ -131,6 +131,11 @@ class ConfidenceSpanProcessor(SpanProcessor):
         background_scoring: bool = False,
         max_scoring_queue: int = 2048,
     ) -> None:
+        check_span_processor(downstream_processor)
+        check_flags("ConfidenceSpanProcessor", emit_events=emit_events, background_scoring=background_scoring)
+        check_providers(
+            "ConfidenceSpanProcessor", meter_provider=meter_provider, logger_provider=logger_provider
+        )
         check_processor_limits(
             max_pending_traces=max_pending_traces,
             max_spans_per_trace=max_spans_per_trace,
