@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -389,6 +390,34 @@ def test_a_busy_grpc_port_is_a_clear_error() -> None:
             text=True,
             timeout=60,
         )
+    assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_grpc_port_held_by_another_grpc_server_is_a_clear_error() -> None:
+    # grpcio sets SO_REUSEPORT by default: a second gateway started, logged its start-up line and took part of
+    # the traffic of the first. A gRPC server on the port stands for that first gateway.
+    import grpc
+
+    holder = grpc.server(ThreadPoolExecutor(max_workers=1), options=[("grpc.so_reuseport", 1)])
+    port = holder.add_insecure_port(f"{LOOPBACK}:0")
+    holder.start()
+    try:
+        result = subprocess.run(
+            [
+                str(BIN / "rag-confidence"),
+                "gateway",
+                "--grpc-listen",
+                f"{LOOPBACK}:{port}",
+                "--http-listen",
+                "off",
+            ],
+            env=_base_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.stop(None)
     assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
 
 

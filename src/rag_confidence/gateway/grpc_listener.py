@@ -54,6 +54,9 @@ class GrpcListener:
                 # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
                 # before a request reaches memory here.
                 ("grpc.max_concurrent_streams", config.max_concurrent_requests + config.max_queued_requests),
+                # grpcio sets SO_REUSEPORT by default: a second gateway (or any gRPC server) on the same port
+                # would start and take part of the traffic instead of failing to listen.
+                ("grpc.so_reuseport", 0),
             ],
         )
         handler = grpc.unary_unary_rpc_method_handler(self._export)
