@@ -91,6 +91,27 @@ def test_a_nan_metric_passes_through_a_bridge_as_the_reference_does() -> None:
     assert card.meta.missing_signals == ["faithfulnessScore"] and card.recommended_action == "review"
 
 
+BASE = {
+    "supportLevel": "high",
+    "hasConflict": False,
+    "candidates": [{"retrievalScores": {"a": 0.9}, "combinedScore": 0.9, "documentId": d} for d in "xyz"],
+}
+
+
+def test_a_nan_answer_relevance_raises_no_warning_as_the_readme_says() -> None:
+    # The algorithm range-checks faithfulness, not answer relevance: a failed answer_relevancy scores 0 of 15
+    # with no warning, so reviewOnWarnings cannot catch it (the README says to drop NaN values instead).
+    row = {"faithfulness": np.float64(0.95), "answer_relevancy": np.float64("nan")}
+    inputs = merge_evaluation_signals(BASE, from_ragas_like(row)).inputs
+    config = {"preset": "production-v0.3", "actionPolicy": {"reviewOnWarnings": ["input-out-of-range"]}}
+    card = compute_confidence(inputs, config)
+    assert card.dimensions.relevance is not None and card.dimensions.relevance.raw == 0
+    assert "input-out-of-range" not in [w.code for w in card.meta.warnings]
+    dropped = {k: v for k, v in row.items() if not math.isnan(v)}
+    inputs = merge_evaluation_signals(BASE, from_ragas_like(dropped)).inputs
+    assert "answerRelevanceScore" in (compute_confidence(inputs, config).meta.missing_signals or [])
+
+
 def test_compute_confidence_takes_numpy_scores_as_numbers() -> None:
     # FAISS and most vector stores hand back np.float32 scores (no float subclass), ids as np.int64.
     plain = {

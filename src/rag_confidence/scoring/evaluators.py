@@ -6,9 +6,10 @@ numpy scalars included (they become Python ``float`` / ``int``); booleans are no
 :func:`merge_evaluation_signals` then fills the inputs' gaps, never overriding a value that is present.
 
 NaN is a number, so a bridge keeps it, as the reference does (its golden cases pin that). Ragas reports a metric
-that failed as NaN: merged in, it counts as measured, scores as the worst value (with an ``input-out-of-range``
-warning) and is not listed in ``missingSignals``, so ``signalPolicy`` does not see it as missing. Drop NaN values
-before calling the bridge if a failed metric should count as not measured.
+that failed as NaN: merged in, it counts as measured, scores as the worst value and is not listed in
+``missingSignals``, so ``signalPolicy`` does not see it as missing. Validation warns (``input-out-of-range``) for
+a NaN faithfulness only: answer relevance is not range-checked by the algorithm. Drop NaN values before calling
+the bridge if a failed metric should count as not measured.
 
 >>> signals = from_ragas_like({"faithfulness": 0.92, "answer_relevancy": 0.88})
 >>> merged = merge_evaluation_signals({"supportLevel": "high", "candidates": []}, signals)
@@ -71,7 +72,8 @@ def from_ragas_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     {'faithfulnessScore': 0.92, 'answerRelevanceScore': 0.81}
 
     A failed Ragas metric is NaN, which passes through as a measured value (as in the reference): drop NaN
-    values first, or list ``input-out-of-range`` in ``actionPolicy.reviewOnWarnings``.
+    values first (``input-out-of-range`` in ``actionPolicy.reviewOnWarnings`` catches a NaN faithfulness, but
+    a NaN answer relevance raises no warning).
     """
     relevance = _number(result, "answer_relevancy")
     return _signals(
