@@ -112,6 +112,19 @@ def test_a_nan_answer_relevance_raises_no_warning_as_the_readme_says() -> None:
     assert "answerRelevanceScore" in (compute_confidence(inputs, config).meta.missing_signals or [])
 
 
+@pytest.mark.parametrize(
+    "bridge", [from_ragas_like, from_deepeval_like, from_trulens_like, from_custom_judge]
+)
+@pytest.mark.parametrize("result", [[{"name": "Faithfulness", "score": 0.8}], 0.8, None], ids=repr)
+def test_a_bridge_given_no_mapping_raises_a_typed_error(bridge: Any, result: Any) -> None:
+    # DeepEval hands out a list of per-metric results: it failed on its first lookup with an AttributeError.
+    with pytest.raises(
+        InputValidationError, match=rf"{bridge.__name__} takes one mapping of scores"
+    ) as raised:
+        bridge(result)
+    assert isinstance(raised.value, ValueError)
+
+
 def test_compute_confidence_takes_numpy_scores_as_numbers() -> None:
     # FAISS and most vector stores hand back np.float32 scores (no float subclass), ids as np.int64.
     plain = {

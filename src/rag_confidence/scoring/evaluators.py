@@ -42,6 +42,16 @@ MERGED_FIELDS = (
 _check_signals = compile_model(ExternalEvaluationSignals, InputValidationError)
 
 
+def _result(result: Any, bridge: str, keys: str) -> Mapping[str, Any]:
+    """``result`` when it is a mapping; an :class:`InputValidationError` naming what the bridge reads otherwise
+    (a list of per-metric results, say, which would fail on its first lookup with an untyped error)."""
+    if isinstance(result, Mapping):
+        return result
+    raise InputValidationError(
+        f"{bridge} takes one mapping of scores ({keys}), not {type(result).__name__}", path="result"
+    )
+
+
 def _number(result: Mapping[str, Any], key: str) -> float | None:
     value = result.get(key)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -75,6 +85,7 @@ def from_ragas_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     values first (``input-out-of-range`` in ``actionPolicy.reviewOnWarnings`` catches a NaN faithfulness, but
     a NaN answer relevance raises no warning).
     """
+    result = _result(result, "from_ragas_like", "faithfulness, answer_relevancy")
     relevance = _number(result, "answer_relevancy")
     return _signals(
         faithfulness_score=_number(result, "faithfulness"),
@@ -89,6 +100,11 @@ def from_deepeval_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     >>> signals.model_dump(by_alias=True, exclude_none=True)
     {'faithfulnessScore': 0.9, 'answerRelevanceScore': 0.7}
     """
+    result = _result(
+        result,
+        "from_deepeval_like",
+        "faithfulnessScore and answerRelevancyScore, or metric and score: one call per metric",
+    )
     faithfulness = _number(result, "faithfulnessScore")
     metric = _string(result, "metric")
     if faithfulness is None and metric is not None and metric.lower() == "faithfulness":
@@ -104,6 +120,7 @@ def from_trulens_like(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     >>> from_trulens_like({"groundedness": 0.85, "answer_relevance": 0.9}).faithfulness_score
     0.85
     """
+    result = _result(result, "from_trulens_like", "groundedness, answer_relevance")
     return _signals(
         faithfulness_score=_number(result, "groundedness"),
         answer_relevance_score=_number(result, "answer_relevance"),
@@ -117,6 +134,7 @@ def from_custom_judge(result: Mapping[str, Any]) -> ExternalEvaluationSignals:
     >>> judged.model_dump(by_alias=True, exclude_none=True)
     {'claimSupport': {'totalClaims': 5.0, 'supportedClaims': 4.0}, 'hasConflict': False}
     """
+    result = _result(result, "from_custom_judge", "our own camelCase field names")
     total = _number(result, "totalClaims")
     supported = _number(result, "supportedClaims")
     claims = None
