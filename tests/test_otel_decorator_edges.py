@@ -303,6 +303,50 @@ def test_the_first_unrecorded_call_warns_and_later_ones_log_at_debug(
     assert "support_level" not in caplog.text and "high" not in caplog.text  # values are never logged
 
 
+def test_a_value_extraction_would_skip_is_named_at_the_call_site(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Recorded but skipped when scored, it was visible only as rag.confidence.signals.skipped on the span.
+    monkeypatch.setattr(recording, "_warned_refused", set())
+    caplog.set_level(logging.DEBUG, logger=recording.__name__)
+
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(support_level="high", has_conflict=False, faithfulness_score=1.5, citation_count=2.5)
+        record_signals(query_complexity="very hard", faithfulness_score=1.5)
+        return "text"
+
+    answer()
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == recording.__name__]
+    assert logged == [
+        (
+            logging.WARNING,
+            "record_signals: faithfulness_score (a float) is not a number within 0..1; it is "
+            "recorded on the span but not scored",
+        ),
+        (
+            logging.WARNING,
+            "record_signals: citation_count (a float) is not a whole number, 0 or more; it is "
+            "recorded on the span but not scored",
+        ),
+        (
+            logging.WARNING,
+            "record_signals: query_complexity (a str) is not direct, inferential, multi-hop or "
+            "comparative; it is recorded on the span but not scored",
+        ),
+        (
+            logging.DEBUG,
+            "record_signals: faithfulness_score (a float) is not a number within 0..1; it is "
+            "recorded on the span but not scored",
+        ),
+    ]
+    assert "very hard" not in caplog.text  # values are never logged
+    card = last_scorecard()
+    assert card is not None and "missing-faithfulness" in [w.code for w in card.meta.warnings]
+
+
 # -- streamed answers ------------------------------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from typing_extensions import TypedDict, Unpack
 from .. import semconv
 from ..errors import UsageError
 from ..scoring.models import QueryComplexity, SupportLevel
-from ..signals.native import ATTRIBUTE_BY_KEYWORD
+from ..signals.native import ATTRIBUTE_BY_KEYWORD, refused
 
 __all__ = ["mark_answer", "record_signals", "signal_attributes"]
 
@@ -191,6 +191,7 @@ def record_signals(**signals: Unpack[SignalKeywords]) -> bool:
     kept for that answer, so they count even when the current span is not the answer's.
     """
     attributes = signal_attributes(**signals)
+    _warn_refused(attributes)
     sink = SIGNAL_SINK.get()
     span = trace.get_current_span()
     recording = span.is_recording()
@@ -262,6 +263,25 @@ def _attribute_value(value: Any) -> AttributeValue:
 
 
 _warned_once = False
+# The keywords whose refused value was logged as a warning; later ones go to debug (a value refused once is
+# likely refused at every call).
+_warned_refused: set[str] = set()
+
+
+def _warn_refused(attributes: Mapping[str, AttributeValue]) -> None:
+    """Say at the call site what extraction would skip silently (counted only in
+    ``rag.confidence.signals.skipped``): the answer would be scored as if the signal were never sent."""
+    for attribute, takes in refused(attributes):
+        keyword = attribute.removeprefix(semconv.RAG_SIGNAL_PREFIX).replace(".", "_")
+        log = _logger.debug if keyword in _warned_refused else _logger.warning
+        _warned_refused.add(keyword)
+        # The value's type, never the value: signals may quote the question or the documents.
+        log(
+            "record_signals: %s (a %s) is not %s; it is recorded on the span but not scored",
+            keyword,
+            type(attributes[attribute]).__name__,
+            takes,
+        )
 
 
 def _log_unrecorded(message: str, *args: Any) -> None:

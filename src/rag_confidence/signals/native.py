@@ -102,6 +102,42 @@ ATTRIBUTE_BY_KEYWORD: Mapping[str, str] = {
 }
 
 
+# What each reader takes, in words, for record_signals' warning about a value extraction will skip.
+_TAKES = {
+    "unit": "a number within 0..1",
+    "count": "a whole number, 0 or more",
+    "boolean": "True or False",
+    "string": "a string",
+    "strings": "a list of strings",
+}
+_TAKES_BY_ATTRIBUTE = {
+    semconv.RAG_SIGNAL_SUPPORT_LEVEL: "high, medium or low",
+    semconv.RAG_SIGNAL_QUERY_COMPLEXITY: "direct, inferential, multi-hop or comparative",
+    semconv.RAG_SIGNAL_AMBIGUITY_NOTES: "a string or a list of strings",
+    semconv.RAG_SIGNAL_EXTERNAL_CONSTRAINT_NOTE: "a string",
+}
+
+
+def refused(attributes: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``rag.signal.*`` attributes among ``attributes`` that extraction would skip (and count in
+    ``rag.confidence.signals.skipped``), each with what it takes.
+
+    >>> refused({"rag.signal.faithfulness_score": 1.5, "rag.signal.support_level": "high"})
+    [('rag.signal.faithfulness_score', 'a number within 0..1')]
+    """
+    found: list[tuple[str, str]] = []
+    for attribute, value in attributes.items():
+        spec = FIELDS.get(attribute)
+        if spec is None or value is None:
+            continue
+        reader = Reader()
+        spec[1](reader, value)
+        if reader.skipped:
+            takes = _TAKES_BY_ATTRIBUTE.get(attribute) or _TAKES.get(getattr(spec[1], "__name__", ""), "")
+            found.append((attribute, takes or "another value"))
+    return found
+
+
 def read_native(attributes: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
     """The ``rag.signal.*`` values of one span as flat ScoringInputs paths (``claimSupport.totalClaims``)."""
     found: dict[str, Any] = {}
