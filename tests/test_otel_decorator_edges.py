@@ -347,6 +347,25 @@ def test_a_value_extraction_would_skip_is_named_at_the_call_site(
     assert card is not None and "missing-faithfulness" in [w.code for w in card.meta.warnings]
 
 
+def test_a_scoring_failure_is_logged_without_the_content_its_message_quotes(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The validation error quotes the value: logged with its traceback, it put the answer text in the log.
+    @setup.decorate(name="answer", signals=lambda result: {"candidates": [result]})
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        return "SECRET-CONTENT-123: the patient record says"
+
+    caplog.set_level(logging.DEBUG, logger="rag_confidence")
+    answer()
+    assert last_scorecard() is None
+    assert (setup.spans()["answer"].attributes or {})[semconv.RAG_CONFIDENCE_ERROR] == "InputValidationError"
+    assert "scoring the answer failed" in caplog.text
+    assert "InputValidationError at candidates[0] (message withheld" in caplog.text
+    assert "SECRET" not in caplog.text
+
+
 # -- streamed answers ------------------------------------------------------------------------------------------
 
 

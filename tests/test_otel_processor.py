@@ -8,6 +8,7 @@ builds (OTel GenAI retrieval spans as the semantic conventions describe them), n
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -477,6 +478,26 @@ def test_an_exporter_or_wrong_typed_options_are_refused_when_the_processor_is_ma
     ConfidenceSpanProcessor(
         SpanProcessor(), meter_provider=NoOpMeterProvider(), logger_provider=NoOpLoggerProvider()
     ).shutdown()
+
+
+def test_a_failing_downstream_is_logged_without_its_message(caplog: pytest.LogCaptureFixture) -> None:
+    # An exporter's error may carry its endpoint's credentials or the payload it choked on.
+    message = "export to https://user:" + "SECRET-PASSWORD@collector failed"  # the raise line shows no secret
+
+    class Failing(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            raise RuntimeError(message)
+
+    provider = TracerProvider()
+    processor = ConfidenceSpanProcessor(Failing())
+    provider.add_span_processor(processor)
+    caplog.set_level(logging.WARNING, logger="rag_confidence")
+    with provider.get_tracer("t").start_as_current_span("request"):
+        pass
+    assert "the downstream span processor failed in on_end (logged 1 of at most 5 times)" in caplog.text
+    assert "RuntimeError (message withheld" in caplog.text and "in on_end" in caplog.text  # the frames stay
+    assert "SECRET" not in caplog.text
+    provider.shutdown()
 
 
 def test_background_scoring_forwards_every_span_and_drains_on_flush_and_shutdown() -> None:

@@ -26,6 +26,7 @@ from .answer_scoring import AnswerScorer
 from .answer_state import OWN_SPANS, decline, last_scorecard, set_last, starting
 from .callables import ASYNC_GENERATOR, COROUTINE, GENERATOR, call_kind, check_options, is_stream, name_of
 from .events import EvaluationEmitter
+from .failures import describe_failure
 from .held_evaluations import with_evaluations
 from .metrics import ConfidenceInstruments, package_version, shared_instruments
 from .processor import ConfidenceSpanProcessor
@@ -282,7 +283,7 @@ def _score(
         overrides = overrides_from_result(signals(result)) if signals is not None else None
         scored = scorer.score(group.spans, overrides)
     except Exception as error:
-        _logger.warning("rag-confidence: scoring the answer failed", exc_info=True)
+        _logger.warning("rag-confidence: scoring the answer failed\n%s", describe_failure(error))
         if span.is_recording():
             span.set_attribute(semconv.RAG_CONFIDENCE_ERROR, type(error).__name__)
         return None
@@ -297,8 +298,10 @@ def _score(
         instruments.record(scored.scorecard, scored.duration_s, context)
         if events is not None:
             events.emit(scored.scorecard, context)
-    except Exception:
-        _logger.warning("rag-confidence: recording confidence metrics or the event failed", exc_info=True)
+    except Exception as error:
+        _logger.warning(
+            "rag-confidence: recording confidence metrics or the event failed\n%s", describe_failure(error)
+        )
     return scored.scorecard
 
 

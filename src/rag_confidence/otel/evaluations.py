@@ -18,6 +18,7 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 
 from .. import semconv
 from ..signals.records import EventRecord
+from .failures import describe_failure
 from .processor import ConfidenceSpanProcessor
 
 __all__ = ["EvaluationLogProcessor"]
@@ -59,8 +60,10 @@ class EvaluationLogProcessor(LogRecordProcessor):
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         try:
             self._hold(log_record)
-        except Exception:  # a log record must never fail the code that logs it
-            _logger.debug("rag-confidence: reading an evaluation log record failed", exc_info=True)
+        except Exception as error:  # a log record must never fail the code that logs it
+            _logger.debug(
+                "rag-confidence: reading an evaluation log record failed\n%s", describe_failure(error)
+            )
 
     def shutdown(self) -> None:
         pass

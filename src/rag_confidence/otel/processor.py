@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from . import registry
 from .answer_scoring import AnswerScorer, ScoredAnswer
 from .enriched_span import copy_with
 from .events import EvaluationEmitter
+from .failures import describe_failure
 from .held_evaluations import Evaluations, with_evaluations
 from .limits import check_flags, check_processor_limits, check_providers, check_span_processor
 from .metrics import shared_instruments, span_context_as_parent
@@ -424,12 +426,13 @@ class ConfidenceSpanProcessor(SpanProcessor):
                 counts.failures_processing += 1
             failures = counts.failures()
         if failures <= _LOGGED_FAILURES:
+            error = sys.exc_info()[1]
             _logger.warning(
-                "rag-confidence: %s (logged %d of at most %d times)",
+                "rag-confidence: %s (logged %d of at most %d times)%s",
                 message,
                 failures,
                 _LOGGED_FAILURES,
-                exc_info=True,
+                "" if error is None else "\n" + describe_failure(error),
             )
 
 

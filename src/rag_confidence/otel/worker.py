@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .failures import describe_failure
+
 __all__ = ["BackgroundWorker", "call_if_alive"]
 
 _logger = logging.getLogger(__name__)
@@ -196,5 +198,7 @@ def call_if_alive(method: weakref.WeakMethod[Any], *args: object) -> None:
 def _run(job: Job) -> None:
     try:
         job()
-    except Exception:  # jobs handle their own errors; this is the last line of defence for the thread
-        _logger.exception("rag-confidence: a background job failed")
+    except (
+        Exception
+    ) as error:  # jobs handle their own errors; this is the last line of defence for the thread
+        _logger.error("rag-confidence: a background job failed\n%s", describe_failure(error))
