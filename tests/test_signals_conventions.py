@@ -113,6 +113,25 @@ def test_genai_truncated_generation_and_explicit_signals_win(
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
 
 
+@pytest.mark.parametrize(
+    ("reported", "shown"),
+    [("end_turn", "end_turn"), ("MAX_TOKENS", "max_tokens"), ("SECRET-CONTENT-123 patient notes", "other")],
+)
+def test_the_finish_reason_diagnostic_is_a_known_reason_or_other(
+    traced: tuple[Tracer, InMemorySpanExporter], reported: str, shown: str
+) -> None:
+    # Read from inside the model's output messages: copied as it was, any text there reached a new attribute.
+    tracer, exporter = traced
+    with tracer.start_as_current_span("answer") as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        retrieval_span(tracer, "kb", [{"id": "a", "score": 0.7}])
+        chat_span(tracer, "Paris [a]", reported)
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == shown
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is (shown == "max_tokens")
+
+
 def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
     tracer, exporter = traced
     with tracer.start_as_current_span("answer") as answer:

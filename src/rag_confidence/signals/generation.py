@@ -34,6 +34,61 @@ TRUNCATION_REASONS = frozenset(
 )
 
 
+# Finish reasons as the providers and conventions spell them (lower-cased): OTel GenAI, OpenAI, Anthropic,
+# Gemini, Bedrock, Cohere, Mistral, Ollama. The diagnostic attribute takes one of these or "other": the value
+# comes from inside the model's output (generation_info, output messages), where a broken or hostile
+# instrumentation could put text that a Collector redacting output.value by key would not catch here.
+KNOWN_FINISH_REASONS = frozenset(
+    {
+        "stop",
+        "length",
+        "content_filter",
+        "tool_call",
+        "tool_calls",
+        "function_call",
+        "error",
+        "end_turn",
+        "max_tokens",
+        "max_output_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+        "finish_reason_unspecified",
+        "safety",
+        "recitation",
+        "language",
+        "other",
+        "blocklist",
+        "prohibited_content",
+        "spii",
+        "malformed_function_call",
+        "image_safety",
+        "unexpected_tool_call",
+        "guardrail_intervened",
+        "content_filtered",
+        "complete",
+        "error_toxic",
+        "error_limit",
+        "user_cancel",
+        "timeout",
+        "model_length",
+        "load",
+        "unload",
+    }
+)
+
+
+def reported_finish_reason(reason: str) -> str:
+    """``reason`` for the diagnostic attribute: a known finish reason as it is, anything else ``other``.
+
+    >>> reported_finish_reason("end_turn"), reported_finish_reason("patient notes: ...")
+    ('end_turn', 'other')
+    """
+    return reason if reason in KNOWN_FINISH_REASONS else "other"
+
+
 class Answer:
     __slots__ = ("text", "finish_reason", "truncated", "stated", "citations", "structured")
 
@@ -100,7 +155,7 @@ def final_answer(
     # A wrapping call (LlamaIndex ``predict`` around ``complete``) may lack the reason its inner one gave.
     with_reason = [generation for generation in generations if generation.finish_reasons]
     if with_reason:
-        answer.finish_reason = with_reason[-1].finish_reasons[0]
+        answer.finish_reason = reported_finish_reason(with_reason[-1].finish_reasons[0])
     reasons = [reason for generation in generations for reason in generation.finish_reasons]
     if reasons:
         answer.truncated = any(reason in TRUNCATION_REASONS for reason in reasons)
