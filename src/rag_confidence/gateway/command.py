@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from ..errors import RagConfidenceError
 from .config import add_arguments, config_from_arguments
 from .forward import check_exporter_seams, forwarder_from_environment
+from .redaction import check_credentials, install_redaction, secrets_from_environment
 from .service import Gateway
 from .telemetry import meter_provider_from_environment
 
@@ -87,6 +89,9 @@ def run_from_arguments(args: argparse.Namespace) -> int:
     )
     try:
         config = config_from_arguments(args)
+        # Before any exporter exists: they log what they cannot parse, and what they fail to reach, verbatim.
+        check_credentials(os.environ)
+        install_redaction(secrets_from_environment(os.environ, [config.auth_token]))
         forwarder = forwarder_from_environment()  # our checks of the variables first: one clear line
         check_exporter_seams()
         meter_provider = meter_provider_from_environment()
