@@ -115,15 +115,15 @@ def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
     try:
         request.ParseFromString(payload)
     except (DecodeError, RuntimeError, ValueError) as error:
-        if "UTF-8" not in str(error):
-            raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {error}") from None
         # Senders that do not check UTF-8 (a Go string of arbitrary bytes, an attribute cut inside a
         # character) are delivered by the Collector, which does not check it either: refusing would lose the
         # whole batch (400 is not retried). Such strings are read leniently, invalid bytes replaced by U+FFFD.
+        # Any strict failure gets that second reading: only protobuf 7.35 and later say "UTF-8" in the error,
+        # and a body the lenient reading refuses too is malformed.
         try:
             request = valid_utf8_request(payload)
-        except (DecodeError, RuntimeError, ValueError) as lenient_error:
-            raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {lenient_error}") from None
+        except (DecodeError, RuntimeError, ValueError):
+            raise bad_request(f"malformed protobuf ExportTraceServiceRequest: {error}") from None
     try:
         migrate_deprecated_scope_spans(request)
     except (DecodeError, RuntimeError, ValueError) as error:

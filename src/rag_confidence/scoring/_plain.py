@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import numbers
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -331,7 +332,12 @@ _visited: set[type[BaseModel]] = set()
 
 def _nested_models(annotation: Any) -> list[type[BaseModel]]:
     found: list[type[BaseModel]] = []
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    # Python 3.10: isinstance(list[X], type) is True and issubclass(list[X], ...) raises TypeError.
+    if (
+        isinstance(annotation, type)
+        and not isinstance(annotation, types.GenericAlias)
+        and issubclass(annotation, BaseModel)
+    ):
         found.append(annotation)
     for argument in getattr(annotation, "__args__", ()) or ():
         found.extend(_nested_models(argument))
