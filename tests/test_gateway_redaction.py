@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -209,3 +211,72 @@ def test_secrets_are_taken_as_written_and_decoded_and_replaced_longest_first() -
     assert RedactingFilter(secrets).filter(record) is True
     assert record.getMessage() == "failed: https://user:***@collector?***"
     assert record.exc_text is not None and "RuntimeError: auth *** refused" in record.exc_text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list('ab=%" ,;\\\t\r\n\xa0\x01')), max_size=24))
+def test_the_header_check_refuses_exactly_what_the_sdk_would_skip(headers: str) -> None:
+    # What the exporters do with the variable: parse_env_headers(liberal=True) skips (and logs) an entry that,
+    # stripped, matches neither its strict nor its liberal pattern.
+    from opentelemetry.util import re as sdk_re
+
+    skipped = any(
+        entry
+        and not (
+            sdk_re._HEADER_PATTERN.fullmatch(entry.strip())
+            or sdk_re._LIBERAL_HEADER_PATTERN.fullmatch(entry.strip())
+        )
+        for entry in sdk_re._DELIMITER_PATTERN.split(headers)
+    )
+    try:
+        check_credentials({"OTEL_EXPORTER_OTLP_HEADERS": headers})
+        refused = False
+    except ConfigValidationError:
+        refused = True
+    assert refused == skipped
+
+
+def test_only_the_variables_the_exporters_read_are_checked() -> None:
+    bad = 'authorization="Bearer x"'
+    # A trailing newline (a Kubernetes Secret made --from-file) is stripped by the SDK: no refusal.
+    check_credentials(
+        {"OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc123\n", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "k=v\r\n"}
+    )
+    # Traces read their own variable; the general one only matters while metrics are exported.
+    check_credentials(
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=abc",
+            "OTEL_EXPORTER_OTLP_HEADERS": bad,
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+    )
+    with pytest.raises(
+        ConfigValidationError, match="^OTEL_EXPORTER_OTLP_HEADERS: the header 'authorization'"
+    ):
+        check_credentials(
+            {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=abc", "OTEL_EXPORTER_OTLP_HEADERS": bad}
+        )
+    check_credentials({"OTEL_EXPORTER_OTLP_METRICS_HEADERS": bad, "OTEL_METRICS_EXPORTER": "none"})
+    # The traces protocol applies to whichever endpoint the traces go to.
+    with pytest.raises(ConfigValidationError, match="^OTEL_EXPORTER_OTLP_ENDPOINT: a user and password"):
+        check_credentials(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://user:pw@collector:4317",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+                "OTEL_METRICS_EXPORTER": "none",
+            }
+        )
+
+
+def test_only_credentials_are_masked_and_a_record_that_cannot_be_formatted_is_masked_too() -> None:
+    secrets = secrets_from_environment(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "https://glc_token123@collector:4318",  # a token as the user name
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-scope-orgid=prod,x-honeycomb-dataset=traces,x-honeycomb-team=hc123",
+        }
+    )
+    assert "glc_token123" in secrets and "hc123" in secrets
+    assert "prod" not in secrets and "traces" not in secrets  # a tenant and a dataset are no credentials
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "%s %s", ("https://glc_token123@h",), None)
+    assert RedactingFilter(secrets).filter(record) is True
+    assert "glc_token123" not in record.getMessage() and "***@h" in record.getMessage()

@@ -366,6 +366,25 @@ def test_a_scoring_failure_is_logged_without_the_content_its_message_quotes(
     assert "SECRET" not in caplog.text
 
 
+def test_a_raising_on_score_is_logged_without_its_message(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    def gate(card: Any, result: Any) -> None:
+        raise ValueError(f"cannot gate {result!r}")  # quotes the answer
+
+    @setup.decorate(name="answer", on_score=gate)
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(support_level="high", has_conflict=False)
+        return "SECRET-" + "ANSWER: SSN 123-45-6789"
+
+    caplog.set_level(logging.DEBUG, logger="rag_confidence")
+    assert answer().startswith("SECRET")  # the call itself is untouched
+    assert "the on_score callback raised" in caplog.text and "ValueError (message withheld" in caplog.text
+    assert "SECRET" not in caplog.text and "6789" not in caplog.text
+
+
 # -- streamed answers ------------------------------------------------------------------------------------------
 
 

@@ -497,10 +497,39 @@ def test_callbacks_that_accept_the_arguments_are_taken() -> None:
         def record(self, card: Any, result: Any) -> None:
             pass
 
-    for on_score in (print, lambda *args: None, Sink().record, lambda card, result, extra=None: None):
+    def injecting(function: Any) -> Any:  # a decorator that supplies the first argument itself
+        @functools.wraps(function)
+        def wrapper(*args: Any) -> Any:
+            return function(logging.getLogger("app"), *args)
+
+        return wrapper
+
+    @injecting
+    def log_score(logger: logging.Logger, card: Any, result: Any) -> None:
+        pass
+
+    class Lookup:  # __getattr__ backed by a dict: inspect.signature's probe for __wrapped__ raises KeyError
+        def __init__(self) -> None:
+            self.fields: dict[str, Any] = {}
+
+        def __getattr__(self, name: str) -> Any:
+            return self.__dict__["fields"][name]
+
+        def __call__(self, card: Any, result: Any) -> None:
+            pass
+
+    for on_score in (
+        print,
+        lambda *args: None,
+        Sink().record,
+        lambda card, result, extra=None: None,
+        log_score,
+        Lookup(),
+    ):
         scored_answer(on_score=on_score)
     scored_answer(signals=dict)  # a class: its signature is read from its constructor, or taken on trust
     scored_answer(adopt_current_span=True, emit_events=False)
+    scored_answer(adopt_current_span=1, emit_events=0)  # type: ignore[arg-type]  # counted by their truth
 
 
 # -- configure_from_env: options checked before anything is installed --------------------------------------------

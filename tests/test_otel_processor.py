@@ -468,7 +468,8 @@ def test_an_exporter_or_wrong_typed_options_are_refused_when_the_processor_is_ma
     with pytest.raises(UsageError, match="background_scoring=...\\) must be True or False, not 'no'"):
         ConfidenceSpanProcessor(SpanProcessor(), background_scoring="no")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="emit_events"):
-        ConfidenceSpanProcessor(SpanProcessor(), emit_events=1)  # type: ignore[arg-type]
+        ConfidenceSpanProcessor(SpanProcessor(), emit_events="false")  # type: ignore[arg-type]
+    ConfidenceSpanProcessor(SpanProcessor(), emit_events=0).shutdown()  # type: ignore[arg-type]  # falsy, as in Python
     with pytest.raises(UsageError, match="meter_provider=...\\) must be a MeterProvider or None, not str"):
         ConfidenceSpanProcessor(SpanProcessor(), meter_provider="otlp")  # type: ignore[arg-type]
     # Duck-typed: the API's own providers pass.

@@ -125,6 +125,20 @@ def test_a_bridge_given_no_mapping_raises_a_typed_error(bridge: Any, result: Any
     assert isinstance(raised.value, ValueError)
 
 
+def test_a_bridge_reads_any_row_with_get_like_a_pandas_series() -> None:
+    # ``for _, row in results.to_pandas().iterrows(): from_ragas_like(row)``: a Series is no Mapping but has
+    # get(). pandas is not a test dependency; this class has the one method the bridges use.
+    class Row:
+        def __init__(self, **values: Any) -> None:
+            self._values = values
+
+        def get(self, key: str, default: Any = None) -> Any:
+            return self._values.get(key, default)
+
+    signals = from_ragas_like(Row(faithfulness=np.float64(0.91), answer_relevancy=np.float64(0.8)))
+    assert (signals.faithfulness_score, signals.answer_relevance_score) == (0.91, 0.8)
+
+
 def test_compute_confidence_takes_numpy_scores_as_numbers() -> None:
     # FAISS and most vector stores hand back np.float32 scores (no float subclass), ids as np.int64.
     plain = {

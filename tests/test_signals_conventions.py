@@ -115,9 +115,15 @@ def test_genai_truncated_generation_and_explicit_signals_win(
 
 @pytest.mark.parametrize(
     ("reported", "shown"),
-    [("end_turn", "end_turn"), ("MAX_TOKENS", "max_tokens"), ("SECRET-CONTENT-123 patient notes", "other")],
+    [
+        ("end_turn", "end_turn"),
+        ("MAX_TOKENS", "max_tokens"),
+        ("OTHER", "other"),  # Gemini's own
+        ("eos_token", "eos_token"),
+        ("SECRET-CONTENT-123 patient notes", "unrecognized"),
+    ],
 )
-def test_the_finish_reason_diagnostic_is_a_known_reason_or_other(
+def test_the_finish_reason_diagnostic_is_a_known_reason_or_unrecognized(
     traced: tuple[Tracer, InMemorySpanExporter], reported: str, shown: str
 ) -> None:
     # Read from inside the model's output messages: copied as it was, any text there reached a new attribute.

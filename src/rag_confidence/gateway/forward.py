@@ -87,6 +87,8 @@ def without_credentials(endpoint: str) -> str:
 
     >>> without_credentials("https://user:hunter2@collector:4318/v1/traces?token=abc")
     'https://user:***@collector:4318/v1/traces?***'
+    >>> without_credentials("https://glc_token@collector:4318")  # a token given as the user name
+    'https://***@collector:4318'
     >>> without_credentials("collector:4317")
     'collector:4317'
     """
@@ -96,8 +98,8 @@ def without_credentials(endpoint: str) -> str:
         scheme, rest = "", endpoint
     userinfo, at, after = rest.rpartition("@")
     if at:
-        user = userinfo.partition(":")[0]
-        rest = f"{user}:***@{after}"
+        user, _, password = userinfo.partition(":")
+        rest = f"{user}:***@{after}" if password else f"***@{after}"
     path, question, _ = rest.partition("?")
     masked = f"{path}?***" if question else path
     return f"{scheme}{separator}{masked}"

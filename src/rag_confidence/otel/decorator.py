@@ -179,8 +179,8 @@ def scored_answer(
             if scorecard is not None and on_score is not None:
                 try:
                     on_score(scorecard, result)
-                except Exception:
-                    _logger.exception("rag-confidence: the on_score callback raised")
+                except Exception as error:
+                    _logger.error("rag-confidence: the on_score callback raised\n%s", describe_failure(error))
 
         if kind in (GENERATOR, ASYNC_GENERATOR):
             stream = Stream(open_answer, finish)

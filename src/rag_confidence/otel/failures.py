@@ -28,17 +28,30 @@ def describe_failure(error: BaseException) -> str:
     >>> "SECRET" in described, described.splitlines()[-1]
     (False, 'ValueError (message withheld: it may quote span content)')
     """
+    return _describe(error, set(), 0)
+
+
+def _describe(error: BaseException, seen: set[int], depth: int) -> str:
     parts: list[str] = []
-    seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         frames = "".join(traceback.format_tb(current.__traceback__))
-        path = getattr(current, "path", None)
+        try:
+            path = getattr(current, "path", None)
+        except Exception:  # a property that raises must not fail the logging of a failure
+            path = None
         where = f" at {path}" if isinstance(path, str) and _PLAIN_PATH.fullmatch(path) else ""
-        parts.append(
+        part = (
             f"Traceback (most recent call last):\n{frames}{type(current).__qualname__}{where} "
             "(message withheld: it may quote span content)"
         )
+        inner = getattr(current, "exceptions", None)  # an exception group: what it holds, indented
+        if isinstance(inner, tuple) and depth < 3:
+            for number, member in enumerate(inner, start=1):
+                if isinstance(member, BaseException):
+                    nested = _describe(member, seen, depth + 1).replace("\n", "\n  ")
+                    part += f"\n  +-- {number}: {nested}"
+        parts.append(part)
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return "\n\nwhile handling or raised from:\n".join(reversed(parts))

@@ -42,10 +42,11 @@ def check_processor_limits(**limits: Any) -> None:
 
 
 def check_flags(owner: str, **flags: Any) -> None:
-    """Raise :class:`~rag_confidence.errors.UsageError` unless each flag is a bool: ``"no"`` is truthy, and
-    would switch on what it means to switch off."""
+    """Raise :class:`~rag_confidence.errors.UsageError` for a flag given as text: ``"no"`` and ``"false"`` are
+    truthy, and would switch on what they mean to switch off. Other values count by their truth, as Python's
+    own flags do (``1``, ``numpy.True_``)."""
     for name, value in flags.items():
-        if not isinstance(value, bool):
+        if isinstance(value, (str, bytes)):
             raise UsageError(f"{owner}({name}=...) must be True or False, not {value!r}")
 
 
@@ -80,8 +81,9 @@ def check_callable_arity(
     """Raise :class:`~rag_confidence.errors.UsageError` when ``value`` cannot be called with ``count``
     positional arguments; a callable whose signature cannot be read (some builtins) is taken on trust."""
     try:
-        signature = inspect.signature(value)
-    except (TypeError, ValueError):
+        # The callable's own signature: a decorator around it (functools.wraps) may supply arguments itself.
+        signature = inspect.signature(value, follow_wrapped=False)
+    except Exception:  # no readable signature (some builtins; an object whose __getattr__ raises KeyError)
         return
     try:
         signature.bind(*range(count))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InputValidationError
 from ._plain import compile_model
@@ -43,10 +43,11 @@ _check_signals = compile_model(ExternalEvaluationSignals, InputValidationError)
 
 
 def _result(result: Any, bridge: str, keys: str) -> Mapping[str, Any]:
-    """``result`` when it is a mapping; an :class:`InputValidationError` naming what the bridge reads otherwise
-    (a list of per-metric results, say, which would fail on its first lookup with an untyped error)."""
-    if isinstance(result, Mapping):
-        return result
+    """``result`` when it can be read by key (a mapping, or a pandas row: a ``Series`` has ``get``); an
+    :class:`InputValidationError` naming what the bridge reads otherwise (a list of per-metric results, say,
+    which would fail on its first lookup with an untyped error)."""
+    if isinstance(result, Mapping) or callable(getattr(result, "get", None)):
+        return cast("Mapping[str, Any]", result)
     raise InputValidationError(
         f"{bridge} takes one mapping of scores ({keys}), not {type(result).__name__}", path="result"
     )

@@ -35,7 +35,8 @@ TRUNCATION_REASONS = frozenset(
 
 
 # Finish reasons as the providers and conventions spell them (lower-cased): OTel GenAI, OpenAI, Anthropic,
-# Gemini, Bedrock, Cohere, Mistral, Ollama. The diagnostic attribute takes one of these or "other": the value
+# Gemini, Bedrock (Claude and Titan), Cohere, Mistral, Ollama, vLLM, TGI, watsonx, Together, DeepSeek. The
+# diagnostic attribute takes one of these or "unrecognized": the value
 # comes from inside the model's output (generation_info, output messages), where a broken or hostile
 # instrumentation could put text that a Collector redacting output.value by key would not catch here.
 KNOWN_FINISH_REASONS = frozenset(
@@ -76,17 +77,36 @@ KNOWN_FINISH_REASONS = frozenset(
         "model_length",
         "load",
         "unload",
+        "eos",
+        "eos_token",
+        "finish",
+        "stop_criteria_met",
+        "abort",
+        "insufficient_system_resource",
+        "not_finished",
+        "time_limit",
+        "cancelled",
+        "token_limit",
+        "image_prohibited_content",
+        "image_recitation",
+        "image_other",
+        "no_image",
+        "too_many_tool_calls",
     }
 )
+#: The diagnostic's value for a finish reason not in :data:`KNOWN_FINISH_REASONS` (Gemini's own ``OTHER`` stays
+#: ``other``).
+UNRECOGNIZED_FINISH_REASON = "unrecognized"
 
 
 def reported_finish_reason(reason: str) -> str:
-    """``reason`` for the diagnostic attribute: a known finish reason as it is, anything else ``other``.
+    """``reason`` for the diagnostic attribute: a known finish reason as it is, anything else
+    ``unrecognized``.
 
     >>> reported_finish_reason("end_turn"), reported_finish_reason("patient notes: ...")
-    ('end_turn', 'other')
+    ('end_turn', 'unrecognized')
     """
-    return reason if reason in KNOWN_FINISH_REASONS else "other"
+    return reason if reason in KNOWN_FINISH_REASONS else UNRECOGNIZED_FINISH_REASON
 
 
 class Answer:
