@@ -371,25 +371,23 @@ def test_grpc_compression_none_starts_and_forwards(
         assert len(downstream.wait_for_spans(3)) == 3
 
 
+def _gateway_on_grpc_port(port: int) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(BIN / "rag-confidence"),
+        "gateway",
+        "--grpc-listen",
+        f"{LOOPBACK}:{port}",
+        "--http-listen",
+        "off",
+    ]
+    return subprocess.run(command, env=_base_env(), capture_output=True, text=True, timeout=60)
+
+
 def test_a_busy_grpc_port_is_a_clear_error() -> None:
     with socket.socket() as busy:
         busy.bind((LOOPBACK, 0))
         busy.listen()
-        port = busy.getsockname()[1]
-        result = subprocess.run(
-            [
-                str(BIN / "rag-confidence"),
-                "gateway",
-                "--grpc-listen",
-                f"{LOOPBACK}:{port}",
-                "--http-listen",
-                "off",
-            ],
-            env=_base_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _gateway_on_grpc_port(busy.getsockname()[1])
     assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -402,20 +400,7 @@ def test_a_grpc_port_held_by_another_grpc_server_is_a_clear_error() -> None:
     port = holder.add_insecure_port(f"{LOOPBACK}:0")
     holder.start()
     try:
-        result = subprocess.run(
-            [
-                str(BIN / "rag-confidence"),
-                "gateway",
-                "--grpc-listen",
-                f"{LOOPBACK}:{port}",
-                "--http-listen",
-                "off",
-            ],
-            env=_base_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _gateway_on_grpc_port(port)
     finally:
         holder.stop(None)
     assert result.returncode == 1 and "cannot listen" in result.stderr and "Traceback" not in result.stderr
