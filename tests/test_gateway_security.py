@@ -332,3 +332,36 @@ def test_expect_100_continue_gets_the_final_status_when_the_headers_already_refu
         assert first_status(port, authorized + too_long) == [b"413"]
         assert first_status(port, authorized + protobuf, send_body=True) == [b"100", b"200"]
     assert len(downstream.wait_for_spans(2)) == 2
+
+
+@pytest.mark.parametrize(
+    ("grpc_host", "http_host", "token", "warned"),
+    [
+        ("0.0.0.0", "0.0.0.0", None, "gRPC 0.0.0.0:4317, HTTP 0.0.0.0:4318"),  # the defaults
+        ("127.0.0.1", "0.0.0.0", None, "HTTP 0.0.0.0:4318"),  # tier2.yaml: probes on the pod IP
+        ("127.0.0.1", "::1", None, None),
+        ("localhost", "127.0.0.2", None, None),
+        ("0.0.0.0", "0.0.0.0", "a-token", None),
+    ],
+)
+def test_a_listener_open_beyond_loopback_without_a_token_is_warned_about_once(
+    caplog: pytest.LogCaptureFixture, grpc_host: str, http_host: str, token: str | None, warned: str | None
+) -> None:
+    from rag_confidence.gateway import GatewayConfig
+    from rag_confidence.gateway.command import _warn_if_open
+    from rag_confidence.gateway.config import ListenAddress
+
+    config = GatewayConfig(
+        grpc_listen=ListenAddress(grpc_host, 4317),
+        http_listen=ListenAddress(http_host, 4318),
+        auth_token=token,
+    )
+    caplog.set_level("WARNING", logger="rag_confidence.gateway.command")
+    _warn_if_open(config)
+    messages = [record.getMessage() for record in caplog.records]
+    if warned is None:
+        assert messages == []
+    else:
+        (message,) = messages
+        assert message.startswith(f"{warned}: listening beyond loopback without a bearer token")
+        assert "RAG_CONFIDENCE_GATEWAY_AUTH_TOKEN_FILE" in message

@@ -138,6 +138,29 @@ def test_the_finish_reason_diagnostic_is_a_known_reason_or_unrecognized(
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is (shown == "max_tokens")
 
 
+def test_hand_rolled_step_spans_with_the_three_genai_attributes_are_read_as_docs_signals_shows(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    # docs/signals.md, "Your own spans, without an instrumentor": one span per step, named after the step.
+    tracer, exporter = traced
+    with tracer.start_as_current_span("answer_question"):
+        for method, hits in (("dense", [("d1", 0.82), ("d2", 0.77)]), ("bm25", [("d1", 0.7), ("d3", 0.5)])):
+            with tracer.start_as_current_span(f"{method}_retriever") as span:
+                span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
+                span.set_attribute("gen_ai.data_source.id", method)
+                span.set_attribute(
+                    "gen_ai.retrieval.documents", json.dumps([{"id": d, "score": s} for d, s in hits])
+                )
+        with tracer.start_as_current_span("synthesizer"):
+            pass
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    assert group.rule == "root" and group.answer.name == "answer_question"
+    candidates = {
+        c["documentId"]: c["retrievalScores"] for c in extract_signals(group.spans).inputs["candidates"]
+    }
+    assert candidates == {"d1": {"dense": 0.82, "bm25": 0.7}, "d2": {"dense": 0.77}, "d3": {"bm25": 0.5}}
+
+
 def test_our_own_evaluation_event_is_never_read_back(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
     tracer, exporter = traced
     with tracer.start_as_current_span("answer") as answer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import signal
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import RagConfidenceError
-from .config import add_arguments, config_from_arguments
+from .config import ENV_AUTH_TOKEN, ENV_AUTH_TOKEN_FILE, GatewayConfig, add_arguments, config_from_arguments
 from .forward import check_exporter_seams, forwarder_from_environment
 from .redaction import check_credentials, install_redaction, secrets_from_environment
 from .service import Gateway
@@ -96,12 +97,40 @@ def run_from_arguments(args: argparse.Namespace) -> int:
         check_exporter_seams()
         meter_provider = meter_provider_from_environment()
         gateway = Gateway(config, forwarder, meter_provider=meter_provider)
+        _warn_if_open(config)
     except (RagConfidenceError, RuntimeError, OSError, ValueError) as error:
         # Settings the SDK exporters refuse (an unknown compression, a malformed timeout) raise their own
         # ValueError subclasses: one line either way, never a traceback.
         print(f"rag-confidence gateway: {error}", file=sys.stderr)
         return 2
     return asyncio.run(serve(gateway))
+
+
+def _warn_if_open(config: GatewayConfig) -> None:
+    """One line at start when a listener is reachable beyond this host and takes spans from anyone: the
+    defaults (0.0.0.0, no token) suit a pod whose network is closed, not an open host."""
+    if config.auth_token is not None:
+        return
+    exposed = [
+        f"{name} {address}"
+        for name, address in (("gRPC", config.grpc_listen), ("HTTP", config.http_listen))
+        if address is not None and not _is_loopback(address.host)
+    ]
+    if exposed:
+        _logger.warning(
+            "%s: listening beyond loopback without a bearer token, so anyone who reaches the port can send "
+            "spans; set %s (or %s), or keep the port on a closed network",
+            ", ".join(exposed),
+            ENV_AUTH_TOKEN_FILE,
+            ENV_AUTH_TOKEN,
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 async def serve(gateway: Gateway) -> int:
