@@ -252,6 +252,9 @@ def test_compose_pins_images_and_publishes_on_loopback_only() -> None:
     for name, service in compose()["services"].items():
         image = service.get("image", "")
         assert ":" in image and not image.endswith(":latest"), f"{name}: pin the image tag"
+        # Podman refuses short names without an unqualified-search registry; a built image is local.
+        assert "build" in service or image.startswith("docker.io/"), f"{name}: qualify {image} for Podman"
+        assert "no-new-privileges:true" in service.get("security_opt", []), f"{name} may gain privileges"
         for mapping in service.get("ports") or []:
             assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping} beyond this machine"
 
