@@ -50,7 +50,20 @@ _DOWNSTREAM = semconv.PROCESSOR_FAILURE_DOWNSTREAM
 
 @dataclass(frozen=True, slots=True)
 class ProcessorStats:
-    """Counters of one processor since it was created (a consistent snapshot)."""
+    """Counters of one processor since it was created (a consistent snapshot).
+
+    >>> from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    >>> processor = ConfidenceSpanProcessor(SpanProcessor())  # forwards to a processor that does nothing
+    >>> provider = TracerProvider()
+    >>> provider.add_span_processor(processor)
+    >>> tracer = provider.get_tracer("app")
+    >>> with tracer.start_as_current_span("answer", attributes={"rag.answer": True}):
+    ...     with tracer.start_as_current_span("retrieve", attributes={"gen_ai.operation.name": "retrieval"}):
+    ...         pass
+    >>> stats = processor.stats()
+    >>> stats.spans_forwarded, stats.answers_scored, stats.pending_traces, stats.traces_evicted
+    (2, 1, 0, 0)
+    """
 
     #: Spans handed to the downstream processor (one per span ended).
     spans_forwarded: int

@@ -231,7 +231,18 @@ class IndexIntegrityInputs(_Model):
 
 
 class ScoringInputs(_Model):
-    """Everything known about one answer. Only ``support_level`` and ``candidates`` are required."""
+    """Everything known about one answer. Only ``support_level`` and ``candidates`` are required.
+
+    Snake_case field names in Python, the reference's camelCase in JSON (``model_dump(by_alias=True)``):
+
+    >>> inputs = ScoringInputs(
+    ...     support_level="high",
+    ...     has_conflict=False,
+    ...     candidates=[Candidate(retrieval_scores={"dense": 0.9}, combined_score=0.9, document_id="d1")],
+    ... )
+    >>> inputs.model_dump(by_alias=True, exclude_none=True)["candidates"]
+    [{'retrievalScores': {'dense': 0.9}, 'combinedScore': 0.9, 'documentId': 'd1'}]
+    """
 
     support_level: SupportLevel
     candidates: list[Candidate]
@@ -362,7 +373,12 @@ class SignalPolicy(_Model):
 
 
 class ScoringConfig(_Model):
-    """Optional extensions and policies. An extension is active when its key is present (even ``{}``)."""
+    """Optional extensions and policies. An extension is active when its key is present (even ``{}``).
+
+    >>> config = ScoringConfig.model_validate({"preset": "production-v0.3", "freshness": {}})
+    >>> config.preset, config.freshness is not None
+    ('production-v0.3', True)
+    """
 
     preset: Str | None = Field(
         default=None, description="'legacy-v0.2', 'balanced-v0.3' or 'production-v0.3'."
@@ -453,6 +469,13 @@ class ConfidenceScorecard(_Model):
     authority, as in the reference). The scorers build ``tier1``, ``tier2``, ``dimensions`` and ``meta`` on
     first access (or first dump): code that gates on ``total`` and ``recommended_action`` pays only for what
     it reads. The values are computed either way; only their model objects are deferred.
+
+    >>> from rag_confidence import compute_confidence
+    >>> card = compute_confidence({"supportLevel": "low", "hasConflict": True, "candidates": []})
+    >>> card.total, card.label, card.recommended_action
+    (0, 'Insufficient', 'abstain')
+    >>> card.model_dump(by_alias=True)["recommendedAction"], [w.code for w in card.meta.warnings][:2]
+    ('abstain', ['missing-candidates', 'missing-faithfulness'])
     """
 
     total: ResultNum

@@ -49,8 +49,18 @@ class SpanRecord:
     """What signal extraction needs of a span; ids are ints as in the SDK (``parent_span_id`` None for roots).
 
     ``kind`` is the span kind's name as in the SDK enum (``"INTERNAL"``, ``"CLIENT"``, ...) and
-    ``status_code``
-    the status code's name (``"UNSET"``, ``"OK"``, ``"ERROR"``); both None when unknown.
+    ``status_code`` the status code's name (``"UNSET"``, ``"OK"``, ``"ERROR"``); both None when unknown.
+    Built by hand, records score spans that never went through the SDK (a trace store, a test):
+
+    >>> from rag_confidence.signals import extract_signals, find_answers
+    >>> docs = '[{"id": "d1", "score": 0.8}, {"id": "d2", "score": 0.6}]'
+    >>> records = [
+    ...     SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="answer"),
+    ...     SpanRecord(1, 2, 1, "retrieve", {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": docs}),
+    ... ]
+    >>> (group,) = find_answers(records)
+    >>> group.answer.name, [c["documentId"] for c in extract_signals(group.spans).inputs["candidates"]]
+    ('answer', ['d1', 'd2'])
     """
 
     trace_id: int
@@ -261,5 +271,18 @@ def _copy(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def records_from_readable_spans(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
-    """Convert SDK spans (for example from an ``InMemorySpanExporter``) to records, in the same order."""
+    """Convert SDK spans (for example from an ``InMemorySpanExporter``) to records, in the same order.
+
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    >>> exporter = InMemorySpanExporter()
+    >>> provider = TracerProvider()
+    >>> provider.add_span_processor(SimpleSpanProcessor(exporter))
+    >>> with provider.get_tracer("app").start_as_current_span("answer", attributes={"rag.answer": True}):
+    ...     pass
+    >>> records = records_from_readable_spans(exporter.get_finished_spans())
+    >>> [(record.name, dict(record.attributes)) for record in records]
+    [('answer', {'rag.answer': True})]
+    """
     return [SpanRecord.from_readable_span(span) for span in spans]
