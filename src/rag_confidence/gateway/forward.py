@@ -82,6 +82,20 @@ class Forwarder(Protocol):
     def shutdown(self) -> None: ...
 
 
+def split_userinfo(endpoint: str) -> tuple[str, str, str]:
+    """``endpoint`` as (its scheme with ``://``, its userinfo or "", the rest).
+
+    >>> split_userinfo("https://user:p/w@collector:4318/v1")
+    ('https://', 'user:p/w', 'collector:4318/v1')
+    """
+    # The userinfo ends at the last "@" before the path: a raw "/" in a password is not the path yet.
+    scheme, separator, rest = endpoint.partition("://")
+    if not separator:
+        scheme, rest = "", endpoint
+    userinfo, at, after = rest.rpartition("@")
+    return (scheme + separator, userinfo, after) if at else (scheme + separator, "", rest)
+
+
 def without_credentials(endpoint: str) -> str:
     """``endpoint`` for a log line: a password in it becomes ``***``, and so does a query (tokens travel there).
 
@@ -92,17 +106,13 @@ def without_credentials(endpoint: str) -> str:
     >>> without_credentials("collector:4317")
     'collector:4317'
     """
-    # The userinfo ends at the last "@" before the path: a raw "/" in a password is not the path yet.
-    scheme, separator, rest = endpoint.partition("://")
-    if not separator:
-        scheme, rest = "", endpoint
-    userinfo, at, after = rest.rpartition("@")
-    if at:
+    prefix, userinfo, rest = split_userinfo(endpoint)
+    if userinfo:
         user, _, password = userinfo.partition(":")
-        rest = f"{user}:***@{after}" if password else f"***@{after}"
+        rest = f"{user}:***@{rest}" if password else f"***@{rest}"
     path, question, _ = rest.partition("?")
     masked = f"{path}?***" if question else path
-    return f"{scheme}{separator}{masked}"
+    return f"{prefix}{masked}"
 
 
 def _shown(configured: str, parsed: str) -> str:

@@ -31,6 +31,7 @@ from opentelemetry.sdk.environment_variables import (
 )
 
 from ..errors import ConfigValidationError
+from .forward import DEFAULT_PROTOCOL, PROTOCOL_GRPC, split_userinfo
 
 __all__ = ["RedactingFilter", "check_credentials", "install_redaction", "secrets_from_environment"]
 
@@ -71,26 +72,16 @@ _CREDENTIAL_HEADER = re.compile(
 )
 # Shorter values would turn ordinary words of other log lines into "***"; they protect next to nothing.
 _SHORTEST_SECRET = 3
-_DEFAULT_PROTOCOL = "http/protobuf"
 
 
 def _used(env: Mapping[str, str], signal_variable: str, general_variable: str) -> str:
     return env.get(signal_variable) or env.get(general_variable) or ""
 
 
-def _userinfo(endpoint: str) -> str:
-    """The ``user:password`` part of ``endpoint`` ("" without one), up to the last "@" before the path."""
-    _, separator, rest = endpoint.partition("://")
-    if not separator:
-        rest = endpoint
-    userinfo, at, _ = rest.rpartition("@")
-    return userinfo if at else ""
-
-
 def _userinfo_secret(endpoint: str) -> str:
     """The password of ``endpoint``'s userinfo, or its user name when there is no password (a token given as
     the user, ``https://<token>@host``)."""
-    user, _, password = _userinfo(endpoint).partition(":")
+    user, _, password = split_userinfo(endpoint)[1].partition(":")
     return password or user
 
 
@@ -105,7 +96,7 @@ def check_credentials(environ: Mapping[str, str]) -> None:
             continue
         variable = endpoint_variable if environ.get(endpoint_variable) else OTEL_EXPORTER_OTLP_ENDPOINT
         protocol = _used(environ, protocol_variable, OTEL_EXPORTER_OTLP_PROTOCOL).strip().lower()
-        if (protocol or _DEFAULT_PROTOCOL) == "grpc" and _userinfo(environ.get(variable) or ""):
+        if (protocol or DEFAULT_PROTOCOL) == PROTOCOL_GRPC and split_userinfo(environ.get(variable) or "")[1]:
             raise ConfigValidationError(
                 f"{variable}: a user and password in a gRPC endpoint are never sent (gRPC has no userinfo) "
                 f"and would be logged; send them as a header, {OTEL_EXPORTER_OTLP_HEADERS}="

@@ -266,13 +266,14 @@ _warned_once = False
 # The keywords whose refused value was logged as a warning; later ones go to debug (a value refused once is
 # likely refused at every call).
 _warned_refused: set[str] = set()
+_KEYWORD_BY_ATTRIBUTE = {attribute: keyword for keyword, attribute in ATTRIBUTE_BY_KEYWORD.items()}
 
 
 def _warn_refused(attributes: Mapping[str, AttributeValue]) -> None:
     """Say at the call site what extraction would skip silently (counted only in
     ``rag.confidence.signals.skipped``): the answer would be scored as if the signal were never sent."""
     for attribute, takes in refused(attributes):
-        keyword = attribute.removeprefix(semconv.RAG_SIGNAL_PREFIX).replace(".", "_")
+        keyword = _KEYWORD_BY_ATTRIBUTE[attribute]
         log = _logger.debug if keyword in _warned_refused else _logger.warning
         _warned_refused.add(keyword)
         # The value's type, never the value: signals may quote the question or the documents.

@@ -198,7 +198,6 @@ def call_if_alive(method: weakref.WeakMethod[Any], *args: object) -> None:
 def _run(job: Job) -> None:
     try:
         job()
-    except (
-        Exception
-    ) as error:  # jobs handle their own errors; this is the last line of defence for the thread
+    # Jobs handle their own errors; this is the last line of defence for the thread.
+    except Exception as error:
         _logger.error("rag-confidence: a background job failed\n%s", describe_failure(error))

@@ -36,26 +36,22 @@ TRUNCATION_REASONS = frozenset(
 
 # Finish reasons as the providers and conventions spell them (lower-cased): OTel GenAI, OpenAI, Anthropic,
 # Gemini, Bedrock (Claude and Titan), Cohere, Mistral, Ollama, vLLM, TGI, watsonx, Together, DeepSeek. The
-# diagnostic attribute takes one of these or "unrecognized": the value
-# comes from inside the model's output (generation_info, output messages), where a broken or hostile
-# instrumentation could put text that a Collector redacting output.value by key would not catch here.
-KNOWN_FINISH_REASONS = frozenset(
+# diagnostic attribute takes one of these or "unrecognized": the value comes from inside the model's output
+# (generation_info, output messages), where a broken or hostile instrumentation could put text that a Collector
+# redacting output.value by key would not catch here.
+KNOWN_FINISH_REASONS = TRUNCATION_REASONS | frozenset(
     {
         "stop",
-        "length",
         "content_filter",
         "tool_call",
         "tool_calls",
         "function_call",
         "error",
         "end_turn",
-        "max_tokens",
-        "max_output_tokens",
         "stop_sequence",
         "tool_use",
         "pause_turn",
         "refusal",
-        "model_context_window_exceeded",
         "finish_reason_unspecified",
         "safety",
         "recitation",
