@@ -147,9 +147,9 @@ def test_hand_rolled_step_spans_with_the_three_genai_attributes_are_read_as_docs
         for method, hits in (("dense", [("d1", 0.82), ("d2", 0.77)]), ("bm25", [("d1", 0.7), ("d3", 0.5)])):
             with tracer.start_as_current_span(f"{method}_retriever") as span:
                 span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
-                span.set_attribute("gen_ai.data_source.id", method)
+                span.set_attribute(semconv.GEN_AI_DATA_SOURCE_ID, method)
                 span.set_attribute(
-                    "gen_ai.retrieval.documents", json.dumps([{"id": d, "score": s} for d, s in hits])
+                    semconv.GEN_AI_RETRIEVAL_DOCUMENTS, json.dumps([{"id": d, "score": s} for d, s in hits])
                 )
         with tracer.start_as_current_span("synthesizer"):
             pass
