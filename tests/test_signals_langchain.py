@@ -427,12 +427,17 @@ def test_openllmetry_with_content_tracing_off_still_reports_a_truncated_answer(
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0  # no text to search
 
 
-@pytest.mark.parametrize("declared", [True, False], ids=["judge in an EVALUATOR span", "undeclared judge"])
+@pytest.mark.parametrize(
+    "declared",
+    [semconv.OPENINFERENCE_KIND_EVALUATOR, semconv.OPENINFERENCE_KIND_GUARDRAIL, None],
+    ids=["judge in an EVALUATOR span", "output guard in a GUARDRAIL span", "undeclared judge"],
+)
 def test_an_inline_judge_in_an_evaluator_span_is_not_read_as_the_answer(
-    openllmetry: InMemorySpanExporter, declared: bool
+    openllmetry: InMemorySpanExporter, declared: str | None
 ) -> None:
     """The documented inline-judge pattern: the judge's LLM call ends after the answer's. Inside a span that
-    declares itself an evaluator it is the judge's; undeclared, nothing tells it apart (a documented limit)."""
+    declares itself an evaluator (or an output guardrail, whose LLM check runs after the answer the same way)
+    it is the judge's; undeclared, nothing tells it apart (a documented limit)."""
     store = make_store()
     app_provider = TracerProvider()
     app_provider.add_span_processor(SimpleSpanProcessor(openllmetry))
@@ -446,7 +451,7 @@ def test_an_inline_judge_in_an_evaluator_span_is_not_read_as_the_answer(
         assert single_retriever_chain(FakeListChatModel(responses=[text]), store).invoke(QUESTION) == text
         with tracer.start_as_current_span("faithfulness judge") as evaluator:
             if declared:
-                evaluator.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_EVALUATOR)
+                evaluator.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, declared)
             judge.invoke(f"Is this answer faithful to the context? {text}")
         # What EvaluationLogProcessor hands over for a verdict logged in the answer's context.
         answer.add_event(

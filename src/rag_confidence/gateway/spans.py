@@ -89,6 +89,11 @@ def to_record(span: ProtoSpan) -> SpanRecord:
         bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
         _KIND_NAMES.get(span.kind),
         _STATUS_NAMES.get(span.status.code),
+        tuple(
+            (int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id, "big")) for link in links[:]
+        )
+        if (links := span.links)
+        else (),
     )
 
 

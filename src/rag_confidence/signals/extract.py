@@ -85,9 +85,10 @@ def extract_signals(
     evaluations: list[Evaluation] = []
     generations: list[Generation] = []
     native: dict[str, Any] = {}
+    targets = _FeedbackTargets(ordered)
     for span in ordered:
         try:
-            _read_span(span, reader, raw_retrievals, evaluations, generations)
+            _read_span(span, reader, raw_retrievals, evaluations, generations, targets)
         except Exception:  # a reader bug on odd data must cost one span's signals, never the answer
             reader.skip()
     # The answer span's own values last, so they win.
@@ -176,19 +177,50 @@ def extract_signals(
     )
 
 
+class _FeedbackTargets:
+    """What the feedback a span carries is about, per the OpenInference feedback spec.
+
+    Span feedback (OpenInference ``evaluations.*``/``annotations.*``, a ``gen_ai.evaluation.result`` event)
+    describes the span carrying it; on a retrieval span it grades the retrieval, not the answer. A span with
+    links is a post-hoc *carrier*: its feedback describes the linked span (span scope) or the linked span's trace
+    (trace scope), never the span it happens to sit under, so it counts only when it links into this answer.
+    """
+
+    __slots__ = ("_spans", "_retrieval")
+
+    def __init__(self, spans: Sequence[SpanRecord]) -> None:
+        self._spans = spans
+        self._retrieval: dict[tuple[int, int], bool] | None = None  # built for the first carrier only
+
+    def scopes(self, span: SpanRecord, retrieval: bool) -> tuple[bool, bool]:
+        """(span feedback counts, trace feedback counts) for the feedback ``span`` carries."""
+        if not span.links:
+            return not retrieval, True
+        if self._retrieval is None:
+            self._retrieval = {
+                (member.trace_id, member.span_id): is_retrieval_span(member) for member in self._spans
+            }
+        about_answer = any(self._retrieval.get(link) is False for link in span.links)
+        about_trace = any(trace_id == span.trace_id for trace_id, _ in span.links)
+        return about_answer, about_trace
+
+
 def _read_span(
     span: SpanRecord,
     reader: Reader,
     retrievals: list[RawRetrieval],
     evaluations: list[Evaluation],
     generations: list[Generation],
+    targets: _FeedbackTargets,
 ) -> None:
-    if is_retrieval_span(span):
+    retrieval = is_retrieval_span(span)
+    if retrieval:
         retrievals.extend(openinference.read_retrievals(span, reader))
         retrievals.extend(genai.read_retrievals(span, reader))
         retrievals.extend(openllmetry.read_retrievals(span, reader))
-    evaluations.extend(openinference.read_evaluations(span, reader))
-    if span.events:
+    span_scoped, trace_scoped = targets.scopes(span, retrieval)
+    evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
+    if span.events and span_scoped:
         evaluations.extend(genai.read_evaluations(span, reader))
     generation = (
         openinference.read_generation(span, reader)

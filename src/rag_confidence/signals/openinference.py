@@ -230,23 +230,21 @@ _EVALUATION_FORMS = tuple(
         ),
     )
 )
-_RETRIEVAL_KINDS = (semconv.OPENINFERENCE_KIND_RETRIEVER, semconv.OPENINFERENCE_KIND_RERANKER)
 
 
-def read_evaluations(span: SpanRecord, reader: Reader) -> list[Evaluation]:
+def read_evaluations(
+    span: SpanRecord, reader: Reader, span_scoped: bool = True, trace_scoped: bool = True
+) -> list[Evaluation]:
+    """The span's feedback of the scopes that count (see ``extract._FeedbackTargets``): span feedback is about
+    the span carrying it (on a retriever it grades the retrieval, Phoenix's document relevance) or the span a
+    carrier links to; trace feedback about the whole trace."""
     attributes = span.attributes
     evaluations: list[Evaluation] = []
-    # Span feedback describes the span carrying it: on a retriever or reranker it grades the retrieval (Phoenix's
-    # document relevance), not the answer. Trace feedback describes the whole trace wherever it is recorded.
-    about_retrieval: bool | None = None  # asked only of spans that carry feedback: most carry none
-    for prefix, name_key, score_key, label_key, first_name_key, span_scoped in _EVALUATION_FORMS:
+    for prefix, name_key, score_key, label_key, first_name_key, scoped_to_span in _EVALUATION_FORMS:
+        if not (span_scoped if scoped_to_span else trace_scoped):
+            continue
         if prefix not in attributes and first_name_key not in attributes:
             continue
-        if span_scoped:
-            if about_retrieval is None:
-                about_retrieval = span_kind(span) in _RETRIEVAL_KINDS
-            if about_retrieval:
-                continue
         for item in indexed(attributes, prefix, reader):
             name = reader.string(item.get(name_key))
             if name is None:

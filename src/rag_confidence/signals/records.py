@@ -75,6 +75,8 @@ class SpanRecord:
     parent_is_remote: bool = False
     kind: str | None = None
     status_code: str | None = None
+    # The spans this span links to, as (trace_id, span_id): a feedback carrier's links name what it grades.
+    links: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def from_readable_span(cls, span: ReadableSpan) -> SpanRecord:
@@ -119,6 +121,7 @@ class SpanRecord:
         parent_is_remote = bool(parent is not None and parent.is_remote)
         kind_name = getattr(kind, "name", None)
         status_name = getattr(status_code, "name", None)
+        links = _link_ids(span)
         if cls is SpanRecord:
             return new_span_record(
                 trace_id,
@@ -132,6 +135,7 @@ class SpanRecord:
                 parent_is_remote,
                 kind_name,
                 status_name,
+                links,
             )
         return cls(
             trace_id=trace_id,
@@ -145,6 +149,7 @@ class SpanRecord:
             parent_is_remote=parent_is_remote,
             kind=kind_name,
             status_code=status_name,
+            links=links,
         )
 
 
@@ -163,6 +168,7 @@ _RECORD_FIELDS = (
     "parent_is_remote",
     "kind",
     "status_code",
+    "links",
 )
 if tuple(item.name for item in fields(SpanRecord)) != _RECORD_FIELDS:  # pragma: no cover - a guard for edits
     raise AssertionError("SpanRecord fields changed: update _RECORD_FIELDS and new_span_record")
@@ -178,6 +184,7 @@ if tuple(item.name for item in fields(SpanRecord)) != _RECORD_FIELDS:  # pragma:
     _set_parent_is_remote,
     _set_kind,
     _set_status_code,
+    _set_links,
 ) = (getattr(SpanRecord, name).__set__ for name in _RECORD_FIELDS)
 _new = object.__new__
 
@@ -194,6 +201,7 @@ def new_span_record(
     parent_is_remote: bool,
     kind: str | None,
     status_code: str | None,
+    links: tuple[tuple[int, int], ...] = (),
 ) -> SpanRecord:
     """``SpanRecord(...)`` with every field given positionally, built without ``__init__`` (the same instance,
     several times faster): for code that converts many spans, such as the gateway."""
@@ -209,7 +217,27 @@ def new_span_record(
     _set_parent_is_remote(record, parent_is_remote)
     _set_kind(record, kind)
     _set_status_code(record, status_code)
+    _set_links(record, links)
     return record
+
+
+def _link_ids(span: ReadableSpan) -> tuple[tuple[int, int], ...]:
+    """The (trace_id, span_id) of each link, read from the SDK's own list when it has one (the ``links``
+    property copies it for every span, and nearly all spans have none)."""
+    links = getattr(span, "_links", None)
+    if links is None:
+        links = getattr(span, "links", None)
+    if not links:
+        return ()
+    ids = []
+    try:
+        for link in links:
+            context = link.context
+            ids.append((int(context.trace_id), int(context.span_id)))
+    # A span-like object whose links are something else, or an SDK list another thread appends to.
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return tuple(ids)
+    return tuple(ids)
 
 
 def _frozen_sdk_attributes(attributes: object) -> dict[str, Any] | None:
