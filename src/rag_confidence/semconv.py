@@ -232,6 +232,8 @@ OI_ANNOTATION_LABEL: Final = "annotation.label"
 # OpenLLMetry (traceloop)
 TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX: Final = "traceloop.association.properties."
 TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+#: ``{Class}.task`` (``.workflow`` for a root) under opentelemetry-instrumentation-llamaindex's dispatcher.
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
 TRACELOOP_KIND_TOOL: Final = "tool"
 GEN_AI_TASK_OUTPUT: Final = "gen_ai.task.output"

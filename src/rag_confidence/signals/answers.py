@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import semconv
+from .openllmetry import llamaindex_step
 from .records import SpanRecord
 
 AnswerRule = Literal["marked", "root"]
@@ -81,6 +82,7 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.RAG_RETRIEVAL_METHOD,
         semconv.OPENINFERENCE_SPAN_KIND,
         semconv.GEN_AI_OPERATION_NAME,
+        semconv.TRACELOOP_ENTITY_NAME,
     }
 )
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
@@ -96,8 +98,9 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     """True for a span that reports retrieved documents under any convention we read.
 
     OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
-    ``vector_db_retrieve`` task spans and vector-DB spans with ``db.query.result``/``db.search.result``
-    events; any span with our ``rag.retrieval.method``.
+    ``vector_db_retrieve`` task spans, LlamaIndex retriever and reranker task spans (by class name, see
+    :mod:`.openllmetry`) and vector-DB spans with ``db.query.result``/``db.search.result`` events; any span with
+    our ``rag.retrieval.method``.
     """
     return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
 
@@ -122,6 +125,8 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
     if _of_kind(attributes, _RETRIEVAL_KINDS, _RETRIEVAL_OPERATIONS):
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
+        return True
+    if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
         return True
     return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
 

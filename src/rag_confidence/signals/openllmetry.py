@@ -1,8 +1,14 @@
-"""OpenLLMetry (traceloop): LangChain retriever task spans, vector-DB result events, legacy completions.
+"""OpenLLMetry (traceloop): LangChain and LlamaIndex retriever task spans, vector-DB result events, legacy
+completions.
 
 - ``opentelemetry-instrumentation-langchain`` retriever spans: ``gen_ai.operation.name = vector_db_retrieve``
   with ``traceloop.entity.output`` (or ``gen_ai.task.output``) JSON ``{"documents": [{"page_content",
   "metadata"}], "count"}``, present only when content tracing is on. Ids and scores come from the metadata.
+- ``opentelemetry-instrumentation-llamaindex`` names each span after the class whose method ran
+  (``traceloop.entity.name = VectorIndexRetriever.task``) and says nothing else of its kind, so a retriever is
+  told by its class name (``...Retriever``, LlamaIndex's own naming) and a reranking postprocessor by
+  ``Rerank`` in it; the pre-0.10.20 wrappers name the span ``retrieve``. The output is a JSON list of
+  ``NodeWithScore`` (each a JSON string or an object): ``{"node": {"id_", "text", "metadata"}, "score"}``.
 - Vector-DB instrumentors: one ``db.query.result`` or ``db.search.result`` event per result, read by
   :mod:`.vector_db`; ``db.system`` names the method.
 - Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
@@ -11,12 +17,42 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .. import semconv
 from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
 from .records import SpanRecord
 from .vector_db import event_documents
+
+_RETRIEVER_SUFFIX = "Retriever"
+_RERANK_WORD = "Rerank"
+_LEGACY_RETRIEVE = "retrieve"
+_TASK_SUFFIXES = (".task", ".workflow")
+
+LlamaIndexStep = Literal["retrieve", "rerank"]
+
+
+def llamaindex_step(entity_name: Any) -> LlamaIndexStep | None:
+    """``retrieve`` or ``rerank`` for a LlamaIndex retriever or reranker span as OpenLLMetry names it, else None.
+
+    >>> llamaindex_step("VectorIndexRetriever.task"), llamaindex_step("SentenceTransformerRerank.task")
+    ('retrieve', 'rerank')
+    >>> llamaindex_step("RetrieverQueryEngine.workflow") is None
+    True
+    """
+    if type(entity_name) is not str:
+        return None
+    if entity_name == _LEGACY_RETRIEVE:
+        return "retrieve"
+    for suffix in _TASK_SUFFIXES:
+        if entity_name.endswith(suffix):
+            class_name = entity_name[: -len(suffix)]
+            if class_name.endswith(_RETRIEVER_SUFFIX):
+                return "retrieve"
+            if _RERANK_WORD in class_name:
+                return "rerank"
+            return None
+    return None
 
 
 def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
@@ -26,6 +62,12 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
         documents = _task_documents(attributes, reader)
         if documents:
             retrievals.append(RawRetrieval(span=span, documents=documents))
+    else:
+        step = llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME))
+        if step is not None:
+            documents = _node_documents(attributes, reader)
+            if documents:
+                retrievals.append(RawRetrieval(span=span, documents=documents, rerank=step == "rerank"))
     events = event_documents(span, reader)
     if events:
         system = attributes.get(semconv.DB_SYSTEM)
@@ -60,6 +102,33 @@ def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
                 content=entry.get("page_content"),
                 metadata=metadata if isinstance(metadata, Mapping) else None,
                 aliases=(entry["id"],) if isinstance(entry.get("id"), str) and entry["id"] else (),
+            )
+        )
+    return documents
+
+
+def _node_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDocument]:
+    output = attributes.get(semconv.TRACELOOP_ENTITY_OUTPUT)
+    if output is None:
+        return []  # content tracing off: a retrieval whose documents are not reported
+    listed = reader.json(output) if isinstance(output, str) else None
+    if not isinstance(listed, list):
+        reader.unreadable_retrievals += 1
+        return []
+    documents = []
+    for item in listed:
+        entry = reader.mapping(item) if isinstance(item, str) else item
+        node = entry.get("node") if isinstance(entry, Mapping) else None
+        if not isinstance(node, Mapping):
+            reader.skip()  # not a NodeWithScore: nothing to read a document from
+            continue
+        metadata = node.get("metadata")
+        documents.append(
+            RawDocument(
+                id=node.get("id_"),
+                score=entry.get("score") if isinstance(entry, Mapping) else None,
+                content=node.get("text"),
+                metadata=metadata if isinstance(metadata, Mapping) else None,
             )
         )
     return documents
