@@ -53,6 +53,10 @@ STRINGS = [
     "LLM",
     "retrieval",
     "vector_db_retrieve",
+    "VectorIndexRetriever.task",  # OpenLLMetry LlamaIndex spans (traceloop.entity.name)
+    "CohereRerank.task",
+    "RetrieverQueryEngine.workflow",
+    "retrieve",
     "chat",
     "true",
     "doc-1",
