@@ -1,8 +1,9 @@
-"""OpenLLMetry vector-DB result events whose values need reading of their own: Milvus and Marqo.
+"""OpenLLMetry vector-DB result events whose values need reading of their own: Milvus, Marqo and Chroma.
 
-Neither instrumentor is installed in the test environment (each needs its database's client), so the spans are
+No instrumentor is installed in the test environment (each needs its database's client), so the spans are
 built with the SDK tracer exactly as the upstream wrappers write them (opentelemetry-instrumentation-milvus and
--marqo 0.62.4, ``opentelemetry/instrumentation/{milvus,marqo}/wrapper.py``).
+-marqo 0.62.4, ``opentelemetry/instrumentation/{milvus,marqo}/wrapper.py``; -milvus 0.60.0 and -chromadb
+0.62.4 where a test says so, each checked against the real instrumentor over milvus-lite and chromadb 1.5.9).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Span, Tracer
 
 from rag_confidence import semconv
-from rag_confidence.signals import extract_signals, find_answers, records_from_readable_spans
+from rag_confidence.signals import (
+    extract_signals,
+    find_answers,
+    is_retrieval_span,
+    may_hold_answer,
+    records_from_readable_spans,
+)
 
 
 def milvus_search_events(span: Span, results: list[list[dict[str, Any]]]) -> None:
@@ -149,3 +156,70 @@ def test_milvus_values_with_no_order_to_read_are_told_apart_by_their_range(
     names = "ABCD"[: len(values)]
     scores = milvus_scores(traced, [hits(*zip(names, values, strict=True))])
     assert [score for _, score in scores] == [pytest.approx(value) for value in expected]
+
+
+def milvus_query_events(span: Span, rows: list[dict[str, Any]]) -> None:
+    """What Milvus wrapper.py (0.60.0) ``_add_query_result_events`` writes for ``MilvusClient.query``'s return
+    value, a scalar lookup by filter: each row, as it is, as the attributes of a ``db.query.result`` event."""
+    for row in rows:
+        span.add_event(semconv.DB_QUERY_RESULT, attributes=row)
+
+
+ROWS = [
+    {"id": 1, "doc_id": "doc-refund", "document_type": "policy"},
+    {"id": 3, "doc_id": "doc-warranty", "document_type": "policy"},
+]
+
+
+def milvus_query_span(tracer: Tracer) -> None:
+    """A ``milvus.query`` span as Milvus wrapper.py (0.60.0) ``_wrap`` and ``_set_query_attributes`` make it."""
+    with tracer.start_as_current_span("milvus.query") as span:
+        span.set_attribute(semconv.DB_SYSTEM, semconv.DB_SYSTEM_MILVUS)
+        span.set_attribute("db.operation", "query")
+        span.set_attribute("db.milvus.query.collection_name", "kb")
+        span.set_attribute("db.milvus.query.filter", 'document_type == "policy"')
+        milvus_query_events(span, ROWS)
+
+
+def test_a_milvus_row_lookup_alone_is_no_retrieval_and_no_answer(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """``MilvusClient.query`` looks rows up by a filter, with no similarity: a request that only does that (an
+    admin page) is no RAG answer, and must not be scored by rule (c) as one without candidates."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("admin.lookup"):
+        milvus_query_span(tracer)
+    records = records_from_readable_spans(exporter.get_finished_spans())
+    (lookup,) = [record for record in records if record.name == "milvus.query"]
+    assert not is_retrieval_span(lookup)
+    assert not may_hold_answer(lookup.attributes, [event.name for event in lookup.events])
+    assert find_answers(records) == []
+
+
+def test_a_milvus_row_lookup_beside_a_search_adds_no_candidates_and_no_retrieval_span(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """A search, then a lookup of more rows in the same request: the rows are no hits (no phantom unscored
+    documents), and the lookup is no second retrieval span."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("rag"):
+        with tracer.start_as_current_span("milvus.search") as span:
+            span.set_attribute(semconv.DB_SYSTEM, semconv.DB_SYSTEM_MILVUS)
+            milvus_search_events(
+                span,
+                [
+                    [
+                        {"id": 1, "distance": 0.55, "entity": {"doc_id": "doc-refund"}},
+                        {"id": 3, "distance": 0.45, "entity": {"doc_id": "doc-warranty"}},
+                    ]
+                ],
+            )
+        milvus_query_span(tracer)
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    signals = extract_signals(group.spans)
+    assert [(c["documentId"], c["combinedScore"]) for c in signals.inputs["candidates"]] == [
+        ("1", pytest.approx(0.55)),
+        ("3", pytest.approx(0.45)),
+    ]
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS not in signals.diagnostics
