@@ -8,6 +8,8 @@ built with the SDK tracer exactly as the upstream wrappers write them (opentelem
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,7 @@ from opentelemetry.trace import Span, Tracer
 
 from rag_confidence import semconv
 from rag_confidence.signals import (
+    ExtractedSignals,
     extract_signals,
     find_answers,
     is_retrieval_span,
@@ -223,3 +226,125 @@ def test_a_milvus_row_lookup_beside_a_search_adds_no_candidates_and_no_retrieval
     ]
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS not in signals.diagnostics
+
+
+def chroma_query_events(span: Span, result: Mapping[str, Any]) -> None:
+    """What Chroma wrapper.py (0.62.4) ``_add_query_result_events`` writes for ``Collection.query``'s return
+    value: one ``db.query.result`` event per hit of each query, holding only what ``include`` asked for."""
+    for ids, distances, metadatas, documents in itertools.zip_longest(
+        result.get("ids") or [],
+        result.get("distances") or [],
+        result.get("metadatas") or [],
+        result.get("documents") or [],
+    ):
+        for id_, distance, metadata, document in itertools.zip_longest(
+            ids or [], distances or [], metadatas or [], documents or []
+        ):
+            attributes: dict[str, Any] = {}
+            if id_ is not None:
+                attributes[semconv.DB_QUERY_RESULT_ID] = id_
+            if distance is not None:
+                attributes[semconv.DB_QUERY_RESULT_DISTANCE] = distance
+            if metadata is not None:
+                attributes[semconv.DB_QUERY_RESULT_METADATA] = (
+                    json.dumps(metadata) if isinstance(metadata, dict) else metadata
+                )
+            if document is not None:
+                attributes[semconv.DB_QUERY_RESULT_DOCUMENT] = document
+            span.add_event(semconv.DB_QUERY_RESULT, attributes=attributes)
+
+
+def chroma_signals(
+    traced: tuple[Tracer, InMemorySpanExporter], result: Mapping[str, Any], answer: str = "See [1]."
+) -> ExtractedSignals:
+    """An app span around ``chroma.query`` (Chroma wrapper.py sets ``db.system = chroma``) and a completion."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("rag.query"):
+        with tracer.start_as_current_span("chroma.query") as span:
+            span.set_attribute(semconv.DB_SYSTEM, "chroma")
+            chroma_query_events(span, result)
+        with tracer.start_as_current_span("openai.chat") as span:
+            span.set_attribute("gen_ai.completion.0.role", "assistant")
+            span.set_attribute("gen_ai.completion.0.content", answer)
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    return extract_signals(group.spans)
+
+
+def test_chroma_hits_without_distances_stay_documents_like_unscored_documents_of_any_convention(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """``include=["documents", "metadatas"]`` returns no distances: the hits are documents all the same. They
+    cannot be candidates (no score), but are counted as unscored and are what the answer's citations point at,
+    as OpenInference documents without a score are."""
+    result = {
+        "ids": [["doc-a", "doc-b", "doc-c"]],
+        "distances": None,
+        "metadatas": [[{"document_type": "policy"}, {"document_type": "faq"}, {"document_type": "faq"}]],
+        "documents": [["text a", "text b", "text c"]],
+    }
+    signals = chroma_signals(traced, result, "Refunds take 14 days [doc-b]. Returns need a receipt [3].")
+    assert signals.inputs["candidates"] == []
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 3
+    assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 0)
+    assert signals.skipped == 0
+
+
+@pytest.mark.parametrize(
+    "distances",
+    [(-3.93, -3.025, -2.818, -2.019), (-0.232, -0.006, 0.045, 0.245)],
+    ids=["all below zero (norm 3)", "some below zero (norm 1.5)"],
+)
+def test_chroma_inner_product_distances_below_zero_keep_their_ranking(
+    traced: tuple[Tracer, InMemorySpanExporter], distances: tuple[float, ...]
+) -> None:
+    """A collection with ``hnsw:space = ip`` reports ``1 - dot``, below zero for the best hits of vectors that
+    are not normalised (the values chromadb 1.5.9 returned for the reproduction's vectors of norm 3 and 1.5).
+    Every hit stays a candidate, in Chroma's order, with a score in [0, 1]: the inner products ``1 - d``, divided
+    by the largest (``score_scale = "max"``)."""
+    ids = ["doc-refund", "doc-warranty", "doc-returns", "doc-shipping"]
+    signals = chroma_signals(traced, {"ids": [ids], "distances": [list(distances)]})
+    candidates = signals.inputs["candidates"]
+    top = 1.0 - distances[0]
+    assert [(c["documentId"], c["combinedScore"]) for c in candidates] == [
+        (doc_id, pytest.approx((1.0 - distance) / top))
+        for doc_id, distance in zip(ids, distances, strict=True)
+    ]
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED] is True
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS not in signals.diagnostics
+    assert signals.skipped == 0
+
+
+def test_a_cosine_distance_a_rounding_error_below_zero_is_an_exact_match(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """Float32 arithmetic gives an exact match of normalised vectors a cosine distance a few 1e-7 below 0: that
+    hit is the best one (it was skipped), and the span is no inner-product space (its other hits keep
+    ``1 / (1 + d)``)."""
+    signals = chroma_signals(traced, {"ids": [["a", "b"]], "distances": [[-1.1920929e-07, 0.25]]})
+    assert [(c["documentId"], c["combinedScore"]) for c in signals.inputs["candidates"]] == [
+        ("a", 1.0),
+        ("b", pytest.approx(0.8)),
+    ]
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED not in signals.diagnostics
+    assert signals.skipped == 0
+
+
+def test_chroma_distances_of_another_span_are_not_read_as_inner_products(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    """The inner-product reading is per span: an L2 query beside an ``ip`` one keeps ``1 / (1 + d)``."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("rag.query"):
+        for name, ids, distances in (("ip", ["a", "b"], [-1.0, 0.5]), ("l2", ["c", "d"], [0.25, 1.0])):
+            with tracer.start_as_current_span("chroma.query") as span:
+                span.set_attribute(semconv.DB_SYSTEM, "chroma")
+                span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, name)
+                chroma_query_events(span, {"ids": [ids], "distances": [distances]})
+    (group,) = find_answers(records_from_readable_spans(exporter.get_finished_spans()))
+    scores = {c["documentId"]: c["combinedScore"] for c in extract_signals(group.spans).inputs["candidates"]}
+    assert scores == {
+        "a": pytest.approx(1.0),
+        "b": pytest.approx(0.25),
+        "c": pytest.approx(0.8),
+        "d": pytest.approx(0.5),
+    }
