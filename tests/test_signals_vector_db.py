@@ -14,12 +14,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span, Tracer
 
 from rag_confidence import semconv
+from rag_confidence.gateway.spans import iter_spans, to_record
 from rag_confidence.signals import (
+    EventRecord,
     ExtractedSignals,
+    SpanRecord,
     extract_signals,
     find_answers,
     is_retrieval_span,
@@ -348,3 +354,52 @@ def test_chroma_distances_of_another_span_are_not_read_as_inner_products(
         "c": pytest.approx(0.8),
         "d": pytest.approx(0.5),
     }
+
+
+def test_hits_past_the_span_event_limit_are_reported_in_process_and_through_the_gateway() -> None:
+    """The SDK keeps a span's newest 128 events (``OTEL_SPAN_EVENT_COUNT_LIMIT``) and counts the rest in
+    ``ReadableSpan.dropped_events`` (OTLP ``dropped_events_count``). Chroma writes its hits best first, so a query
+    for 150 loses the 22 best: they cannot be read back, but the scorecard says so."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_events=128))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ids = [f"c{rank}" for rank in range(150)]
+    distances = [0.2 + rank / 100 for rank in range(150)]
+    chroma_signals((provider.get_tracer("test"), exporter), {"ids": [ids], "distances": [distances]})
+    spans = exporter.get_finished_spans()
+
+    in_process = records_from_readable_spans(spans)
+    (query,) = [record for record in in_process if record.name == "chroma.query"]
+    assert (len(query.events), query.dropped_events) == (128, 22)
+    through_gateway = [to_record(span) for span in iter_spans(encode_spans(spans))]
+    (query,) = [record for record in through_gateway if record.name == "chroma.query"]
+    assert (len(query.events), query.dropped_events) == (128, 22)
+
+    for records in (in_process, through_gateway):
+        (group,) = find_answers(records)
+        signals = extract_signals(group.spans)
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_RESULT_EVENTS] == 22
+        assert len(signals.inputs["candidates"]) == 128
+        assert signals.inputs["candidates"][0]["documentId"] == "c22"  # the best hit read is the 23rd
+
+
+def test_a_span_that_dropped_no_events_or_holds_no_hits_reports_no_dropped_result_events(
+    traced: tuple[Tracer, InMemorySpanExporter],
+) -> None:
+    signals = chroma_signals(traced, {"ids": [["a", "b"]], "distances": [[0.1, 0.2]]})
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_RESULT_EVENTS not in signals.diagnostics
+    # A span with no hit among its events (here an app span full of its own events) is no retrieval to report.
+    records = [
+        SpanRecord(1, 1, None, "rag", {semconv.RAG_ANSWER: True}, dropped_events=40),
+        SpanRecord(
+            1,
+            2,
+            1,
+            "chroma.query",
+            {semconv.DB_SYSTEM: "chroma"},
+            dropped_events=3,
+            events=(EventRecord(semconv.DB_QUERY_RESULT, {semconv.DB_QUERY_RESULT_ID: "a"}),),
+        ),
+    ]
+    signals = extract_signals(records)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_RESULT_EVENTS] == 3

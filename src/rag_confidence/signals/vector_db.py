@@ -13,6 +13,8 @@
   ``COSINE`` similarities: an ``L2`` search returning one close hit should record its metric.
 - Milvus also writes each row a scalar lookup by filter returns (``MilvusClient.query``) as a
   ``db.query.result`` event of the row's own fields: those are no hits, and are not read.
+- A span keeps at most ``OTEL_SPAN_EVENT_COUNT_LIMIT`` events (128) and drops the oldest, that is the best
+  hits: the number dropped (``SpanRecord.dropped_events``) is counted for a diagnostic.
 - Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
   ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
 """
@@ -77,6 +79,10 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
         documents.append(document)
         if event.name == semconv.DB_SEARCH_RESULT:
             searches.setdefault(attributes.get(semconv.DB_SEARCH_QUERY_ID), []).append(document)
+    if documents and span.dropped_events:
+        # The SDK keeps a span's newest events: what it dropped were the first hits, the best ones. They are
+        # gone, but the scorecard must say so.
+        reader.dropped_result_events += span.dropped_events
     if searches:
         similar = _metric_is_similarity(span.attributes, reader)
         for hits in searches.values():
