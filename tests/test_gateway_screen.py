@@ -32,6 +32,7 @@ from rag_confidence.gateway.spans import (
 from rag_confidence.otel.answer_scoring import AnswerScorer
 from rag_confidence.signals import (
     ANSWER_HINT_KEYS,
+    RESULT_EVENT_KEYS,
     find_answers,
     is_marked_answer,
     is_retrieval_span,
@@ -42,6 +43,7 @@ from rag_confidence.signals.records import SpanRecord
 
 KEYS = [
     *sorted(ANSWER_HINT_KEYS),
+    *sorted(RESULT_EVENT_KEYS),
     semconv.RAG_SIGNAL_SUPPORT_LEVEL,
     "retrieval.documents.0.document.id",
     "retrieval.documents.0.document.score",
@@ -58,6 +60,7 @@ STRINGS = [
     "RetrieverQueryEngine.workflow",
     "retrieve",
     "chat",
+    semconv.DB_SYSTEM_MILVUS,
     "true",
     "doc-1",
     "",
@@ -117,6 +120,10 @@ def proto_spans(draw: st.DrawFn, trace: int, span: int, parent: int | None) -> P
         item = proto.attributes.add(key=key)
         if value is not None:  # None: a KeyValue without its value field
             item.value.CopyFrom(value)
+    # A vector-DB client span often enough for the rule that depends on its system (Milvus's row lookups).
+    system = draw(st.sampled_from([None, None, semconv.DB_SYSTEM_MILVUS, "chroma"]))
+    if system is not None:
+        proto.attributes.add(key=semconv.DB_SYSTEM).value.string_value = system
     for name in draw(st.lists(st.sampled_from(EVENT_NAMES), max_size=2)):
         proto.events.add(name=name)
     return proto
@@ -196,18 +203,23 @@ hint_values = st.one_of(
     st.lists(st.sampled_from(STRINGS), max_size=2).map(tuple),
 )
 other_keys = st.sampled_from(["http.route", "rag.signal.support_level", "retrieval.documents.0.document.id"])
+READ_KEYS = ANSWER_HINT_KEYS | RESULT_EVENT_KEYS
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.dictionaries(
-        st.one_of(st.sampled_from(sorted(ANSWER_HINT_KEYS)), other_keys), hint_values, max_size=6
-    ),
+    st.dictionaries(st.one_of(st.sampled_from(sorted(READ_KEYS)), other_keys), hint_values, max_size=6),
     st.lists(st.one_of(st.sampled_from(EVENT_NAMES), st.integers()), max_size=3),
 )
 def test_only_the_hint_keys_decide(attributes: dict[str, Any], event_names: list[Any]) -> None:
-    hinted = {key: value for key, value in attributes.items() if key in ANSWER_HINT_KEYS}
+    """The hint keys, and the result event keys for a span with result events."""
+    hinted = {key: value for key, value in attributes.items() if key in READ_KEYS}
     assert signals_may_hold_answer(attributes, event_names) == signals_may_hold_answer(hinted, event_names)
+    # A result event key alone makes no span pass: a screen that does not count them misses no answer.
+    unhinted = {key: value for key, value in attributes.items() if key not in ANSWER_HINT_KEYS}
+    assert not signals_may_hold_answer(
+        unhinted, [name for name in event_names if name not in EVENT_NAMES[:2]]
+    )
 
 
 def test_repeated_keys_keep_the_last_value_and_empty_values_are_absent() -> None:
@@ -285,6 +297,43 @@ def test_a_body_without_hint_keys_or_result_events_is_forwarded_without_screenin
     prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
     assert built == [] and prepared.scored == [] and prepared.forwarded == 4
     assert prepared.request.SerializeToString() == payload
+
+
+def _milvus_trace(trace: int, method: str) -> list[ProtoSpan]:
+    """A Milvus client span under a plain root, with events as Milvus wrapper.py (opentelemetry-instrumentation-
+    milvus 0.60.0) writes them: ``query`` each row as a ``db.query.result`` event of the row's own fields,
+    ``search`` each hit as a ``db.search.result`` event."""
+    child, root = _plain_trace(trace)
+    child.name = f"milvus.{method}"
+    child.attributes[0].value.string_value = semconv.DB_SYSTEM_MILVUS
+    for row in (1, 3):
+        if method == "query":
+            event = child.events.add(name=semconv.DB_QUERY_RESULT)
+            event.attributes.add(key="id").value.int_value = row
+            event.attributes.add(key="doc_id").value.string_value = f"doc-{row}"
+        else:
+            event = child.events.add(name=semconv.DB_SEARCH_RESULT)
+            event.attributes.add(key=semconv.DB_SEARCH_RESULT_ID).value.int_value = row
+            event.attributes.add(key=semconv.DB_SEARCH_RESULT_DISTANCE).value.string_value = str(1 / row)
+    return [child, root]
+
+
+@pytest.mark.parametrize("with_body", [True, False])
+def test_a_milvus_row_lookup_is_screened_out_and_a_milvus_search_is_scored(
+    monkeypatch: Any, with_body: bool
+) -> None:
+    """``MilvusClient.query`` (a lookup by filter) writes ``db.query.result`` events, yet is no retrieval: the
+    screen reads the span's ``db.system`` for it, also in a body holding no hint key at all."""
+    built = _spy_on_records(monkeypatch)
+    request = _request([*_milvus_trace(1, "query"), *_milvus_trace(2, "search")])
+    payload = request.SerializeToString() if with_body else None
+    lookup, _, search, _ = iter_spans(request)
+    screen = Screen(payload)
+    assert not screen.may_hold_answer(lookup) and not may_hold_answer(lookup)
+    assert screen.may_hold_answer(search) and may_hold_answer(search)
+    prepared = TracePipeline(AnswerScorer()).prepare(request, payload)
+    assert sorted(set(built)) == [2]
+    assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
 
 
 def _answers_scored(request: ExportTraceServiceRequest, payload: bytes | None) -> tuple[Any, ...]:

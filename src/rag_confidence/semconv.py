@@ -152,6 +152,9 @@ RAG_CONFIDENCE_CITATION_MARKERS: Final = "rag.confidence.citation.markers"
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
 #: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
 RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS: Final = "rag.confidence.retrieval.dropped_documents"
+#: Result events (one per hit) vector-DB retrieval spans lost to the SDK's event count limit (the oldest, so
+#: the best hits, go first).
+RAG_CONFIDENCE_RETRIEVAL_DROPPED_RESULT_EVENTS: Final = "rag.confidence.retrieval.dropped_result_events"
 #: Retrieval spans whose document list could not be read at all (JSON cut by the SDK's value length limit).
 RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS: Final = "rag.confidence.retrieval.unreadable_spans"
 

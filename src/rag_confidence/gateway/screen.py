@@ -2,9 +2,10 @@
 
 The rule is the signals one (:func:`rag_confidence.signals.may_hold_answer`: a retrieval span or a marked
 answer), applied to protobuf spans reading only the attribute keys it needs
-(:data:`~rag_confidence.signals.ANSWER_HINT_KEYS`) and the event names. A trace none of whose spans passes holds
-no answer, so a gateway without the assembly window forwards it untouched: most of a service's traffic costs
-a few field reads per span.
+(:data:`~rag_confidence.signals.ANSWER_HINT_KEYS`, and for a span with result events the keys their rule reads,
+``RESULT_EVENT_KEYS``: a Milvus row lookup is no retrieval) and the event names. A trace none of whose spans
+passes holds no answer, so a gateway without the assembly window forwards it untouched: most of a service's
+traffic costs a few field reads per span.
 
 Three shortcuts spare reading spans, all resting on one fact: a protobuf encoding holds every attribute key and
 event name as its UTF-8 bytes, and every string of a decoded message is a copy of bytes of its body.
@@ -19,7 +20,8 @@ event name as its UTF-8 bytes, and every string of a decoded message is a copy o
   attribute keys or event names; once all are accounted for, the spans not yet read hold none, and screening
   stops. Small scopes are read first, so the retrieval scopes of a batch usually end it before the large scopes
   of plain traffic. An occurrence anywhere else (a value, an event attribute, a resource) is never accounted
-  for, so it only ever costs the shortcut, never an answer.
+  for, so it only ever costs the shortcut, never an answer. The result event keys are not counted: they only
+  ever keep a span with result events from passing, so a span none of whose names occurs cannot pass on them.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
-from ..signals.answers import ANSWER_HINT_KEYS, RESULT_EVENT_NAMES
+from ..signals.answers import ANSWER_HINT_KEYS, RESULT_EVENT_KEYS, RESULT_EVENT_NAMES
 from ..signals.answers import may_hold_answer as signals_may_hold_answer
 from .spans import attributes_to_dict
 
 _KEY_BYTES = tuple(key.encode() for key in sorted(ANSWER_HINT_KEYS))
 _EVENT_BYTES = tuple(name.encode() for name in sorted(RESULT_EVENT_NAMES))
+# The keys read of a span with result events.
+_RESULT_SPAN_KEYS = ANSWER_HINT_KEYS | RESULT_EVENT_KEYS
 # Counting is exact only if an exact key or name holds one occurrence of its own pattern and none of another.
 assert not any(
     a != b and a in b for a in (*_KEY_BYTES, *_EVENT_BYTES) for b in (*_KEY_BYTES, *_EVENT_BYTES)
@@ -164,16 +168,19 @@ class Screen:
         # Runs for every span of plain traffic, so every field read counts. Iterating a upb repeated field
         # ends in an exception (it has no native iterator): fields are tested for emptiness first and copied
         # out by a slice.
-        hints: list[KeyValue] = []
-        if self._keys:
-            attributes = span.attributes
-            if attributes:
-                hints = [item for item in attributes[:] if item.key in ANSWER_HINT_KEYS]
         names: list[str] = []
         if self._events:
             events = span.events
             if events:
                 names = [event.name for event in events[:]]
+        # A result event's rule reads the span's system too (whatever the body check said of the hint keys).
+        results = bool(names) and not RESULT_EVENT_NAMES.isdisjoint(names)
+        hints: list[KeyValue] = []
+        if self._keys or results:
+            attributes = span.attributes
+            if attributes:
+                wanted = _RESULT_SPAN_KEYS if results else ANSWER_HINT_KEYS
+                hints = [item for item in attributes[:] if item.key in wanted]
         if not hints and not names:
             return False
         # The conversion records get, so the screen and the rules see the same values.

@@ -94,6 +94,7 @@ def to_record(span: ProtoSpan) -> SpanRecord:
         )
         if (links := span.links)
         else (),
+        span.dropped_events_count,
     )
 
 

@@ -16,6 +16,7 @@ One module per convention: :mod:`.openinference`, :mod:`.genai`, :mod:`.openllme
 
 from .answers import (
     ANSWER_HINT_KEYS,
+    RESULT_EVENT_KEYS,
     AnswerGroup,
     find_answers,
     is_local_root,
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_CITATION_PATTERNS",
     "DEFAULT_DOCUMENT_KEYS",
     "DEFAULT_EVALUATION_NAMES",
+    "RESULT_EVENT_KEYS",
     "AnswerGroup",
     "EventRecord",
     "ExtractedSignals",

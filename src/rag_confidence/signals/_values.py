@@ -50,12 +50,21 @@ def loads_json(text: str) -> Any:
 class Reader:
     """Reads typed values out of attribute values, counting every value it had to skip."""
 
-    __slots__ = ("_literals", "_mappings", "dropped_documents", "skipped", "unreadable_retrievals")
+    __slots__ = (
+        "_literals",
+        "_mappings",
+        "dropped_documents",
+        "dropped_result_events",
+        "skipped",
+        "unreadable_retrievals",
+    )
 
     def __init__(self) -> None:
         self.skipped = 0
         # Leading documents of retrieval spans that the span's attribute limit evicted.
         self.dropped_documents = 0
+        # Result events (hits) of vector-DB retrieval spans that the span's event limit evicted: the best ones.
+        self.dropped_result_events = 0
         # Retrieval spans that reported documents in a value that could not be read at all (JSON cut short by
         # the SDK's attribute value length limit): what they retrieved is unknown, not empty.
         self.unreadable_retrievals = 0

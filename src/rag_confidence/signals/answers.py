@@ -88,6 +88,28 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
 RESULT_EVENT_NAMES: frozenset[str] = frozenset({semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT})
 
+# The attribute keys the result event rule reads besides the names (see ``_reports_results``). None of them
+# makes a span a retrieval on its own, so a screen that counts hint keys need not count these.
+RESULT_EVENT_KEYS: frozenset[str] = frozenset({semconv.DB_SYSTEM})
+
+
+def _reports_results(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> bool:
+    """True when the span's events are retrieved documents: a ``db.query.result`` or ``db.search.result``
+    event, except Milvus's ``db.query.result``. The Milvus instrumentor writes each row of a scalar lookup by
+    filter (``MilvusClient.query``, no similarity at all) as such an event; only its searches retrieve."""
+    for name in event_names:
+        # The system is read only once a result event is found: most spans have no events at all.
+        if (
+            isinstance(name, str)
+            and name in RESULT_EVENT_NAMES
+            and (
+                name == semconv.DB_SEARCH_RESULT
+                or attributes.get(semconv.DB_SYSTEM) != semconv.DB_SYSTEM_MILVUS
+            )
+        ):
+            return True
+    return False
+
 
 def is_marked_answer(span: SpanRecord) -> bool:
     """True when the span carries ``rag.answer = true`` (the decorator and ``mark_answer()`` set it)."""
@@ -109,9 +131,11 @@ def may_hold_answer(attributes: Mapping[str, Any], event_names: Iterable[Any] = 
     """True when a span with these attributes and event names is a retrieval or a marked answer, exactly as
     ``is_marked_answer(span) or is_retrieval_span(span)`` decide: such a span makes its trace worth scoring.
 
-    Only the :data:`ANSWER_HINT_KEYS` of ``attributes`` are read, so a caller may pass just those (the gateway
-    reads them out of protobuf spans without converting anything else). A trace none of whose spans passes
-    holds no answer (see :func:`find_answers`) and can be forwarded without building records.
+    Only the :data:`ANSWER_HINT_KEYS` of ``attributes`` are read, and the :data:`RESULT_EVENT_KEYS` when the
+    span has result events, so a caller may pass just those (the gateway reads them out of protobuf spans
+    without converting anything else). Without the latter a Milvus row lookup passes: the safe side, its trace
+    is worked out and found to hold no answer. A trace none of whose spans passes holds no answer (see
+    :func:`find_answers`) and can be forwarded without building records.
 
     >>> may_hold_answer({"http.route": "/items"})
     False
@@ -128,7 +152,7 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
         return True
-    return any(isinstance(name, str) and name in RESULT_EVENT_NAMES for name in event_names)
+    return _reports_results(attributes, event_names)
 
 
 def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: frozenset[str]) -> bool:

@@ -1,11 +1,12 @@
 """Reported documents to scored documents: the metadata key map, the score rule and the method name.
 
 Score rule (``SignalOptions.score_scale``): a score in [0, 1] is kept. A distance (``*.distance`` or a
-metadata ``distance`` key, used only when there is no score) becomes ``1 / (1 + d)``. When any score of one
-span lies above 1 (BM25, inner products), that span's scores are rescaled: ``max`` divides by the span's
-largest score (order and ratios kept, the best document gets 1.0), ``squash`` maps ``s`` to ``s / (1 + s)``,
-``clamp`` cuts at 1. Negative scores (cosine below zero) become 0. A rescaled span is reported in the
-diagnostics.
+metadata ``distance`` key, used only when there is no score) becomes ``1 / (1 + d)``; when a distance of one
+span is negative (an inner-product space's ``1 - dot``), each of the span's distances becomes ``1 - d``. When any
+score of one span lies above 1 (BM25, inner products), that span's scores are rescaled: ``max`` divides by the
+span's largest score (order and ratios kept, the best document gets 1.0), ``squash`` maps ``s`` to
+``s / (1 + s)``, ``clamp`` cuts at 1. Negative scores (cosine below zero) become 0. A rescaled span is reported
+in the diagnostics.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
     index_map = key_index if isinstance(key_index, dict) else dict(key_index)
     documents: list[Document] = []
     raw_scores: list[float | None] = []
+    # Each document's distance when it has no score (None otherwise), turned into scores once all are read.
+    distances: list[float | None] = []
+    any_distance = False
     for index, item in enumerate(raw.documents):
         metadata = item.metadata
         if metadata:
@@ -57,7 +61,13 @@ def build_retrieval(raw: RawRetrieval, options: SignalOptions, reader: Reader) -
                 metadata,
             )
         )
-        raw_scores.append(_raw_score(item, found, reader))
+        score = _raw_score(item, found, reader)
+        distance = _raw_distance(item, found, reader) if score is None else None
+        raw_scores.append(score)
+        distances.append(distance)
+        any_distance = any_distance or distance is not None
+    if any_distance:
+        _score_distances(raw_scores, distances)
     scores, rescaled = _scale(raw_scores, options)
     for position in range(len(documents)):
         documents[position].score = scores[position]
@@ -168,17 +178,38 @@ def _raw_score(item: RawDocument, found: Mapping[str, Any], reader: Reader) -> f
     score = reader.number(item.score)
     if score is None:
         score = reader.number(found.get("score"))
-    if score is not None:
-        return score
+    return score
+
+
+def _raw_distance(item: RawDocument, found: Mapping[str, Any], reader: Reader) -> float | None:
     distance = reader.number(item.distance)
     if distance is None:
         distance = reader.number(found.get("distance"))
-    if distance is None:
-        return None
-    if distance < 0:
-        reader.skip()
-        return None
-    return 1.0 / (1.0 + distance)
+    return distance
+
+
+# Float32 arithmetic puts an exact match of normalised vectors (cosine, a normalised inner product) a few 1e-7
+# below 0: a distance this close to 0 is 0, and says nothing about the space.
+_ROUNDING = 1e-4
+
+
+def _score_distances(scores: list[float | None], distances: list[float | None]) -> None:
+    """Set the score of each document that has a distance instead: ``1 / (1 + d)``.
+
+    A negative distance comes only from an inner-product space, whose distance is ``1 - dot`` (Chroma ``ip``,
+    LanceDB ``dot``; L2 and cosine distances are never below 0): the best hits of vectors that are not
+    normalised go below 0, where ``1 / (1 + d)`` breaks down. Then every distance of the span is read as the
+    inner product it encodes, ``1 - d``: the order is kept, and the products above 1 get the span rescaled like
+    any scores above 1 (:func:`_scale`).
+    """
+    inner_products = False
+    for distance in distances:
+        if distance is not None and distance < -_ROUNDING:
+            inner_products = True
+            break
+    for position, distance in enumerate(distances):
+        if distance is not None:
+            scores[position] = 1.0 - distance if inner_products else 1.0 / (1.0 + max(distance, 0.0))
 
 
 def _scale(raw: list[float | None], options: SignalOptions) -> tuple[list[float | None], bool]:

@@ -164,6 +164,8 @@ def extract_signals(
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] = assembled.unscored
     if reader.dropped_documents:
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS] = reader.dropped_documents
+    if reader.dropped_result_events:
+        diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_RESULT_EVENTS] = reader.dropped_result_events
     if reader.unreadable_retrievals:
         diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] = reader.unreadable_retrievals
     if reader.skipped:

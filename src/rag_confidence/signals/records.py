@@ -77,6 +77,9 @@ class SpanRecord:
     status_code: str | None = None
     # The spans this span links to, as (trace_id, span_id): a feedback carrier's links name what it grades.
     links: tuple[tuple[int, int], ...] = ()
+    # Events the span lost to its event count limit (the SDK keeps the newest 128 by default): a vector-DB
+    # span writes one event per hit, best first, so these are its best hits.
+    dropped_events: int = 0
 
     @classmethod
     def from_readable_span(cls, span: ReadableSpan) -> SpanRecord:
@@ -122,6 +125,7 @@ class SpanRecord:
         kind_name = getattr(kind, "name", None)
         status_name = getattr(status_code, "name", None)
         links = _link_ids(span)
+        dropped_events = _dropped_events(span)
         if cls is SpanRecord:
             return new_span_record(
                 trace_id,
@@ -136,6 +140,7 @@ class SpanRecord:
                 kind_name,
                 status_name,
                 links,
+                dropped_events,
             )
         return cls(
             trace_id=trace_id,
@@ -150,6 +155,7 @@ class SpanRecord:
             kind=kind_name,
             status_code=status_name,
             links=links,
+            dropped_events=dropped_events,
         )
 
 
@@ -169,6 +175,7 @@ _RECORD_FIELDS = (
     "kind",
     "status_code",
     "links",
+    "dropped_events",
 )
 if tuple(item.name for item in fields(SpanRecord)) != _RECORD_FIELDS:  # pragma: no cover - a guard for edits
     raise AssertionError("SpanRecord fields changed: update _RECORD_FIELDS and new_span_record")
@@ -185,6 +192,7 @@ if tuple(item.name for item in fields(SpanRecord)) != _RECORD_FIELDS:  # pragma:
     _set_kind,
     _set_status_code,
     _set_links,
+    _set_dropped_events,
 ) = (getattr(SpanRecord, name).__set__ for name in _RECORD_FIELDS)
 _new = object.__new__
 
@@ -202,6 +210,7 @@ def new_span_record(
     kind: str | None,
     status_code: str | None,
     links: tuple[tuple[int, int], ...] = (),
+    dropped_events: int = 0,
 ) -> SpanRecord:
     """``SpanRecord(...)`` with every field given positionally, built without ``__init__`` (the same instance,
     several times faster): for code that converts many spans, such as the gateway."""
@@ -218,6 +227,7 @@ def new_span_record(
     _set_kind(record, kind)
     _set_status_code(record, status_code)
     _set_links(record, links)
+    _set_dropped_events(record, dropped_events)
     return record
 
 
@@ -238,6 +248,12 @@ def _link_ids(span: ReadableSpan) -> tuple[tuple[int, int], ...]:
     except (AttributeError, TypeError, ValueError, RuntimeError):
         return tuple(ids)
     return tuple(ids)
+
+
+def _dropped_events(span: ReadableSpan) -> int:
+    """The SDK's ``ReadableSpan.dropped_events``; 0 for a span-like object without it (or with something else)."""
+    dropped = getattr(span, "dropped_events", 0)
+    return dropped if type(dropped) is int and dropped > 0 else 0
 
 
 def _frozen_sdk_attributes(attributes: object) -> dict[str, Any] | None:

@@ -11,6 +11,10 @@
   down one query's list (and never rise) are similarities, and values that rise somewhere are distances. With
   no order to read (one hit, ties), a value beyond [-1, 1] is a distance, and values within it are read as
   ``COSINE`` similarities: an ``L2`` search returning one close hit should record its metric.
+- Milvus also writes each row a scalar lookup by filter returns (``MilvusClient.query``) as a
+  ``db.query.result`` event of the row's own fields: those are no hits, and are not read.
+- A span keeps at most ``OTEL_SPAN_EVENT_COUNT_LIMIT`` events (128) and drops the oldest, that is the best
+  hits: the number dropped (``SpanRecord.dropped_events``) is counted for a diagnostic.
 - Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
   ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
 """
@@ -50,11 +54,15 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     documents: list[RawDocument] = []
     # db.search.result documents per query (``db.search.query.id``), whose distances may be similarities.
     searches: dict[Any, list[RawDocument]] = {}
-    marqo = span.attributes.get(semconv.DB_SYSTEM) == semconv.DB_SYSTEM_MARQO
+    system = span.attributes.get(semconv.DB_SYSTEM)
+    marqo = system == semconv.DB_SYSTEM_MARQO
+    milvus = system == semconv.DB_SYSTEM_MILVUS
     for event in span.events:
         names = _RESULT_EVENTS.get(event.name)
         if names is None:
             continue
+        if milvus and event.name == semconv.DB_QUERY_RESULT:
+            continue  # a row of a lookup by filter, no hit (see answers._reports_results)
         id_key, score_key, distance_key, metadata_key, content_key = names
         attributes = event.attributes
         if marqo and event.name == semconv.DB_QUERY_RESULT and id_key not in attributes:
@@ -71,6 +79,10 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
         documents.append(document)
         if event.name == semconv.DB_SEARCH_RESULT:
             searches.setdefault(attributes.get(semconv.DB_SEARCH_QUERY_ID), []).append(document)
+    if documents and span.dropped_events:
+        # The SDK keeps a span's newest events: what it dropped were the first hits, the best ones. They are
+        # gone, but the scorecard must say so.
+        reader.dropped_result_events += span.dropped_events
     if searches:
         similar = _metric_is_similarity(span.attributes, reader)
         for hits in searches.values():
