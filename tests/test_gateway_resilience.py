@@ -250,6 +250,52 @@ def test_a_body_trickling_in_is_refused_retryably_at_its_deadline_and_frees_its_
         assert sum(point.count for point in timed_out) == 1
 
 
+def test_a_client_hanging_up_mid_body_is_abandoned_quietly_and_frees_its_slot(
+    downstream: DownstreamReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream whose own timeout fires, or whose connection resets, while it uploads: aiohttp raised the
+    reset out of the handler and logged a traceback at ERROR for every such request, unthrottled, and counted
+    it as ``internal``. It is the caller giving up (``abandoned``), and the next request is served."""
+    import logging
+    import socket
+    import urllib.request
+
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    caplog.set_level(logging.DEBUG)
+    with running_gateway(test_config(max_concurrent_requests=1)) as running:
+        for _ in range(3):
+            hangs_up = socket.create_connection((LOOPBACK, running.http_port))
+            hangs_up.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/x-protobuf\r\n"
+                b"Content-Length: 1000\r\n\r\n" + body[:3]
+            )
+            hangs_up.close()
+
+        def abandoned() -> int:
+            return sum(
+                point.count
+                for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION)
+                if point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME)
+                == semconv.GATEWAY_OUTCOME_ABANDONED
+            )
+
+        assert eventually(lambda: abandoned() == 3)
+        request = urllib.request.Request(
+            f"{running.http_url}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert downstream.wait_for_spans(2)
+        outcomes = {
+            point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME)
+            for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION)
+        }
+        assert semconv.GATEWAY_OUTCOME_INTERNAL not in outcomes
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING], caplog.text
+
+
 def test_a_call_that_gave_up_keeps_its_slot_until_its_work_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     """A gRPC call cancelled by its deadline while its spans are being forwarded: the worker goes on (the
     spans are on their way), so the slot stays taken and the next request is refused at once, instead of

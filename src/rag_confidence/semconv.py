@@ -336,7 +336,8 @@ GATEWAY_OUTCOME_UNAUTHENTICATED: Final = "unauthenticated"
 GATEWAY_OUTCOME_OVERLOADED: Final = "overloaded"
 GATEWAY_OUTCOME_DOWNSTREAM_UNAVAILABLE: Final = "downstream_unavailable"
 GATEWAY_OUTCOME_INTERNAL: Final = "internal"
-# The caller gave up (deadline passed, call cancelled) before its spans were forwarded: they were not.
+# The caller gave up (deadline passed, call cancelled, connection closed mid-body) before its spans were
+# forwarded: they were not.
 GATEWAY_OUTCOME_ABANDONED: Final = "abandoned"
 # Why spans were rejected (``rag.confidence.gateway.reason`` on spans.rejected): dropped by partial success, or
 # refused with their request because the downstream failed (the same value as that request outcome).

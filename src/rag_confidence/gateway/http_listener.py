@@ -38,6 +38,7 @@ TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 _TRANSPORT = semconv.GATEWAY_TRANSPORT_HTTP
+_log = logging.getLogger(__name__)
 _CHUNK = 64 * 1024
 _OTLP_TYPES = (CONTENT_TYPE_PROTOBUF, CONTENT_TYPE_JSON)
 
@@ -203,6 +204,18 @@ class HttpListener:
                     response = _status_response(503, code_pb2.UNAVAILABLE, message, content_type)
                     response.headers[hdrs.RETRY_AFTER] = str(gateway.config.retry_after)
                     return response, semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
+                except ConnectionError:
+                    # The client hung up before its body was in (its own timeout, a reset): it gave up on this
+                    # request and will send it again, as after any failure. No one is left to answer, and an
+                    # upstream that times out often must not fill the log with a traceback per request.
+                    _log.debug("an HTTP client hung up before sending its whole request body")
+                    response = _status_response(
+                        400,
+                        code_pb2.CANCELLED,
+                        "the connection closed before the body was received",
+                        content_type,
+                    )
+                    return response, semconv.GATEWAY_OUTCOME_ABANDONED
                 if body is None:
                     message = f"request body exceeds the limit of {limit} bytes"
                     return _status_response(
