@@ -209,3 +209,70 @@ def test_links_of_records_default_to_none_and_survive_a_replace() -> None:
     assert record.links == ()
     linked = dataclasses.replace(record, links=((1, 3),))
     assert dataclasses.replace(linked, name="renamed").links == ((1, 3),)
+
+
+@pytest.mark.parametrize("feedback", ["span", "trace", "genai"])
+def test_a_span_with_links_of_its_own_keeps_its_own_feedback(
+    traced: tuple[Tracer, InMemorySpanExporter], feedback: str
+) -> None:
+    """Only an EVALUATOR span with links is a carrier. An answer span that links elsewhere (a queue consumer
+    linking its producer) is graded by the feedback it carries, as before links were read."""
+    tracer, exporter = traced
+    with tracer.start_as_current_span("producer") as producer:
+        produced = producer.get_span_context()
+    attributes: dict[str, Any] = {}
+    if feedback == "span":
+        attributes = span_feedback("relevance", 0.8)
+    elif feedback == "trace":
+        attributes = trace_feedback("relevance", 0.8)
+    with tracer.start_as_current_span("consume", links=[Link(produced)], attributes=attributes) as answer:
+        answer.set_attribute(semconv.RAG_ANSWER, True)
+        if feedback == "genai":
+            answer.add_event(semconv.GEN_AI_EVALUATION_RESULT, genai_event("relevance", 0.8))
+        pipeline(tracer)
+    spans = [span for span in exporter.get_finished_spans() if span.name != "producer"]
+    for records in both_ways(spans):
+        groups = find_answers(records)
+        (group,) = [group for group in groups if group.answer.name == "consume"]
+        assert extract_signals(group.spans).inputs.get("answerRelevanceScore") == 0.8
+
+
+def test_a_guardrail_that_makes_the_answer_is_read_when_there_is_no_other_generation() -> None:
+    """Guardrails AI under OpenInference: ``Runner.step`` is a GUARDRAIL span that calls the model itself. Its
+    generation is the answer; only a guard's check beside another generation is a judge's."""
+    kind = semconv.OPENINFERENCE_SPAN_KIND
+
+    def llm(span_id: int, parent: int, text: str, end: int) -> SpanRecord:
+        return SpanRecord(
+            1,
+            span_id,
+            parent,
+            "llm",
+            {
+                kind: semconv.OPENINFERENCE_KIND_LLM,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": text,
+            },
+            end_time=end,
+        )
+
+    answer = SpanRecord(1, 1, None, "answer", {semconv.RAG_ANSWER: True}, end_time=20)
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            kind: semconv.OPENINFERENCE_KIND_RETRIEVER,
+            "retrieval.documents.0.document.id": "d1",
+            "retrieval.documents.0.document.score": 0.9,
+        },
+        end_time=2,
+    )
+    guard = SpanRecord(1, 3, 1, "Runner.step", {kind: semconv.OPENINFERENCE_KIND_GUARDRAIL}, end_time=10)
+    guarded = extract_signals([answer, retriever, guard, llm(4, 3, "Paris [1].", 9)])
+    assert guarded.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    beside = extract_signals(
+        [answer, retriever, llm(5, 1, "Paris [1] [d1].", 8), guard, llm(4, 3, "SAFE", 9)]
+    )
+    assert beside.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2

@@ -739,3 +739,35 @@ def test_a_retrieval_past_the_attribute_limit_keeps_the_documents_left_and_says_
         kept
     )  # was 0: nothing read past a missing first document
     assert extracted.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_DROPPED_DOCUMENTS] == lost
+
+
+def test_a_langchain_step_named_retrieve_under_openllmetry_is_no_retriever(
+    openllmetry: InMemorySpanExporter,
+) -> None:
+    """OpenLLMetry's LangChain tracer names a step's span after the runnable (``retrieve``, the tutorials'
+    name): not one of its LlamaIndex sibling's ``<Class>.task`` retriever spans, so its dict output is no lost
+    retrieval and the citations are judged."""
+    store = make_store()
+    retriever = ScoredVectorRetriever(store=store)
+
+    def retrieve(question: str) -> str:
+        return format_documents(retriever.invoke(question))
+
+    text = "Paris is the capital of France [1]."
+    chain: Any = (
+        {"context": RunnableLambda(retrieve), "question": RunnablePassthrough()}
+        | prompt()
+        | FakeListChatModel(responses=[text])
+        | StrOutputParser()
+    )
+    openllmetry.clear()
+    assert chain.invoke(QUESTION) == text
+
+    names = [
+        (span.attributes or {}).get(semconv.TRACELOOP_ENTITY_NAME)
+        for span in openllmetry.get_finished_spans()
+    ]
+    assert "retrieve" in names
+    signals = extract_signals(only_answer(openllmetry).spans)
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
+    assert signals.inputs["citationCount"] == 1

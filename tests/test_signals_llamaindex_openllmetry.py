@@ -12,12 +12,14 @@ so the fixture removes them itself: later modules' LlamaIndex calls must not ope
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexAutoRetriever
+from llama_index.core.vector_stores.types import VectorStoreInfo
 from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -196,3 +198,26 @@ def test_content_tracing_off_still_finds_the_answer(
     assert signals.inputs["candidates"] == []
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
     assert "missing-candidates" in [w.code for w in compute_confidence(signals.inputs).meta.warnings]
+
+
+def test_another_method_of_a_retriever_class_is_no_lost_retrieval(openllmetry: InMemorySpanExporter) -> None:
+    """``VectorIndexAutoRetriever`` also opens a span for ``generate_retrieval_spec``, named after the class like
+    its ``retrieve``: its output is a query spec, not documents. No documents are lost there, so citations are
+    still judged (an unreadable retrieval would stop that)."""
+    index = build_index(word_embedding())
+    spec = json.dumps({"query": "capital France", "filters": [], "top_k": 2})
+    auto = VectorIndexAutoRetriever(
+        index,
+        vector_store_info=VectorStoreInfo(content_info="facts", metadata_info=[]),
+        llm=FixedLLM(text=spec),
+    )
+    openllmetry.clear()
+
+    RetrieverQueryEngine.from_args(auto, llm=FixedLLM(text="Paris is the capital [1].")).query(QUESTION)
+
+    assert (
+        entity_names(openllmetry).count("VectorIndexAutoRetriever.task") >= 3
+    )  # retrieve, _retrieve, the spec
+    signals = extract_signals(only_answer(openllmetry).spans)
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
+    assert signals.inputs["candidates"] and signals.inputs["citationCount"] == 1

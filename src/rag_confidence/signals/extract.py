@@ -179,13 +179,17 @@ def extract_signals(
     )
 
 
+_EVALUATOR = semconv.OPENINFERENCE_KIND_EVALUATOR
+
+
 class _FeedbackTargets:
     """What the feedback a span carries is about, per the OpenInference feedback spec.
 
     Span feedback (OpenInference ``evaluations.*``/``annotations.*``, a ``gen_ai.evaluation.result`` event)
-    describes the span carrying it; on a retrieval span it grades the retrieval, not the answer. A span with
-    links is a post-hoc *carrier*: its feedback describes the linked span (span scope) or the linked span's trace
-    (trace scope), never the span it happens to sit under, so it counts only when it links into this answer.
+    describes the span carrying it; on a retrieval span it grades the retrieval, not the answer. An
+    ``EVALUATOR`` span with links is a *carrier*: its feedback describes the linked span (span scope) or the
+    linked span's trace (trace scope), never the span it happens to sit under, so it counts only when it links
+    into this answer. Other spans with links (a consumer linking its producer) keep their own feedback.
     """
 
     __slots__ = ("_spans", "_retrieval")
@@ -196,7 +200,7 @@ class _FeedbackTargets:
 
     def scopes(self, span: SpanRecord, retrieval: bool) -> tuple[bool, bool]:
         """(span feedback counts, trace feedback counts) for the feedback ``span`` carries."""
-        if not span.links:
+        if not span.links or span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) != _EVALUATOR:
             return not retrieval, True
         if self._retrieval is None:
             self._retrieval = {

@@ -118,38 +118,41 @@ class Answer:
         self.structured = False
 
 
-_JUDGE_KINDS = frozenset({semconv.OPENINFERENCE_KIND_EVALUATOR, semconv.OPENINFERENCE_KIND_GUARDRAIL})
-
-
 def without_judges(
     generations: Sequence[Generation], spans: Sequence[SpanRecord], answer_span: SpanRecord
 ) -> list[Generation]:
-    """The generations not made inside an OpenInference ``EVALUATOR`` or ``GUARDRAIL`` span of the answer (the
-    span itself or an ancestor below the answer span: a harness that runs the whole answer inside an evaluator
-    is no judge of it).
+    """The generations not made inside an OpenInference ``EVALUATOR`` span of the answer (the span itself or an
+    ancestor below the answer span: a harness that runs the whole answer inside an evaluator is no judge of
+    it), and, when any generation is left outside them, not inside a ``GUARDRAIL`` span either.
 
     An inline LLM judge, or an output guardrail's LLM check, runs after the answer's generation and ends last,
     so it would be read as the answer (a verdict such as "SAFE"). Nothing in its own span tells it apart (its
     input holding the answer text is also what a refining step's holds), and an evaluation logged in a
     generation's context marks that generation as the one *evaluated* (the GenAI conventions parent
     ``gen_ai.evaluation.result`` to the evaluated span): only a span declaring itself an evaluator or a
-    guardrail says so.
+    guardrail says so. A guardrail may also *make* the answer (Guardrails AI's ``Runner.step`` calls the model
+    and validates what it says), so generations inside guardrails are the answer when there is no other.
     """
     top = answer_span.span_id
-    evaluators = {span.span_id for span in spans if span.span_id != top and _is_judge(span)}
-    if not evaluators:
+    evaluators: set[int] = set()
+    guards: set[int] = set()
+    for span in spans:
+        if span.span_id == top:
+            continue
+        kind = span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+        if kind == semconv.OPENINFERENCE_KIND_EVALUATOR:
+            evaluators.add(span.span_id)
+        elif kind == semconv.OPENINFERENCE_KIND_GUARDRAIL:
+            guards.add(span.span_id)
+    if not evaluators and not guards:
         return list(generations)
     parents = {span.span_id: span.parent_span_id for span in spans}
-    kept = []
-    for generation in generations:
-        if not _under(generation.span.span_id, evaluators, parents, top):
-            kept.append(generation)
+    kept = [g for g in generations if not _under(g.span.span_id, evaluators, parents, top)]
+    if guards:
+        unguarded = [g for g in kept if not _under(g.span.span_id, guards, parents, top)]
+        if unguarded:
+            return unguarded
     return kept
-
-
-def _is_judge(span: SpanRecord) -> bool:
-    kind = span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
-    return isinstance(kind, str) and kind in _JUDGE_KINDS  # a producer may send any value, lists included
 
 
 def _under(span_id: int, ancestors: set[int], parents: Mapping[int, int | None], top: int) -> bool:

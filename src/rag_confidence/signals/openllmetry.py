@@ -7,8 +7,11 @@ completions.
 - ``opentelemetry-instrumentation-llamaindex`` names each span after the class whose method ran
   (``traceloop.entity.name = VectorIndexRetriever.task``) and says nothing else of its kind, so a retriever is
   told by its class name (``...Retriever``, LlamaIndex's own naming) and a reranking postprocessor by
-  ``Rerank`` in it; the pre-0.10.20 wrappers name the span ``retrieve``. The output is a JSON list of
-  ``NodeWithScore`` (each a JSON string or an object): ``{"node": {"id_", "text", "metadata"}, "score"}``.
+  ``Rerank`` in it, always with the ``.task``/``.workflow`` suffix this instrumentor adds (its LangChain
+  sibling names a span after the runnable alone, ``retrieve`` for a tutorial's step). The output of
+  ``retrieve`` and ``postprocess_nodes`` is a JSON list of ``NodeWithScore`` (each a JSON string or an
+  object): ``{"node": {"id_", "text", "metadata"}, "score"}``; other methods of such a class (an auto
+  retriever's ``generate_retrieval_spec``) return something else and report no documents.
 - Vector-DB instrumentors: one ``db.query.result`` or ``db.search.result`` event per result, read by
   :mod:`.vector_db`; ``db.system`` names the method.
 - Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
@@ -26,7 +29,6 @@ from .vector_db import event_documents
 
 _RETRIEVER_SUFFIX = "Retriever"
 _RERANK_WORD = "Rerank"
-_LEGACY_RETRIEVE = "retrieve"
 _TASK_SUFFIXES = (".task", ".workflow")
 
 LlamaIndexStep = Literal["retrieve", "rerank"]
@@ -37,13 +39,11 @@ def llamaindex_step(entity_name: Any) -> LlamaIndexStep | None:
 
     >>> llamaindex_step("VectorIndexRetriever.task"), llamaindex_step("SentenceTransformerRerank.task")
     ('retrieve', 'rerank')
-    >>> llamaindex_step("RetrieverQueryEngine.workflow") is None
-    True
+    >>> llamaindex_step("RetrieverQueryEngine.workflow") is None, llamaindex_step("retrieve") is None
+    (True, True)
     """
     if type(entity_name) is not str:
         return None
-    if entity_name == _LEGACY_RETRIEVE:
-        return "retrieve"
     for suffix in _TASK_SUFFIXES:
         if entity_name.endswith(suffix):
             class_name = entity_name[: -len(suffix)]
@@ -112,9 +112,11 @@ def _node_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
     if output is None:
         return []  # content tracing off: a retrieval whose documents are not reported
     listed = reader.json(output) if isinstance(output, str) else None
-    if not isinstance(listed, list):
-        reader.unreadable_retrievals += 1
+    if listed is None:
+        reader.unreadable_retrievals += 1  # cut short (an attribute length limit) or no JSON: documents lost
         return []
+    if not isinstance(listed, list):
+        return []  # another method of a retriever class (a spec, a query bundle): no documents, none lost
     documents = []
     for item in listed:
         entry = reader.mapping(item) if isinstance(item, str) else item

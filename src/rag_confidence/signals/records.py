@@ -244,8 +244,9 @@ def _link_ids(span: ReadableSpan) -> tuple[tuple[int, int], ...]:
         for link in links:
             context = link.context
             ids.append((int(context.trace_id), int(context.span_id)))
-    # A span-like object whose links are something else, or an SDK list another thread appends to.
-    except (AttributeError, TypeError, ValueError, RuntimeError):
+    # A span-like object whose links are something else (any error: reading links must never cost the span),
+    # or an SDK list another thread appends to.
+    except Exception:
         return tuple(ids)
     return tuple(ids)
 
