@@ -11,15 +11,14 @@ the same spans go through the gateway's OTLP conversion so both entry points rea
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Link, Tracer
+from opentelemetry.trace import Link, SpanContext, Tracer
 
 from rag_confidence import semconv
 from rag_confidence.gateway.spans import iter_spans, to_record
@@ -32,15 +31,6 @@ from rag_confidence.signals import (
 
 DOCUMENTS = json.dumps([{"id": "doc-1", "score": 0.9}, {"id": "doc-2", "score": 0.5}])
 ANSWER = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Paris [doc-1]."}]}])
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider.get_tracer("app"), exporter
-    provider.shutdown()
 
 
 def span_feedback(name: str, score: float) -> dict[str, Any]:
@@ -73,42 +63,44 @@ def relevance(records: Sequence[SpanRecord]) -> tuple[Any, Any]:
     return signals.inputs.get("answerRelevanceScore"), signals.sources.get("answerRelevanceScore")
 
 
-def pipeline(
+def steps(
     tracer: Tracer,
     *,
     on_retrieval: Mapping[str, Any] | None = None,
     retrieval_event: Mapping[str, Any] | None = None,
     chat_event: Mapping[str, Any] | None = None,
     openinference_retriever: bool = False,
-) -> None:
-    """root -> retrieval, chat; feedback optionally on the retrieval span or the chat span."""
+) -> dict[str, SpanContext]:
+    """A retrieval and a chat span under the current span, feedback optionally on either; their contexts."""
+    attributes: dict[str, Any] = (
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER,
+            "retrieval.documents.0.document.id": "doc-1",
+            "retrieval.documents.0.document.score": 0.9,
+        }
+        if openinference_retriever
+        else {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: DOCUMENTS,
+        }
+    )
+    with tracer.start_as_current_span("retrieval kb", attributes={**attributes, **(on_retrieval or {})}) as r:
+        if retrieval_event is not None:
+            r.add_event(semconv.GEN_AI_EVALUATION_RESULT, dict(retrieval_event))
+    chat_attributes = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+        semconv.GEN_AI_OUTPUT_MESSAGES: ANSWER,
+    }
+    with tracer.start_as_current_span("chat m", attributes=chat_attributes) as chat:
+        if chat_event is not None:
+            chat.add_event(semconv.GEN_AI_EVALUATION_RESULT, dict(chat_event))
+    return {"retrieval": r.get_span_context(), "chat": chat.get_span_context()}
+
+
+def pipeline(tracer: Tracer, **feedback: Any) -> None:
+    """root -> retrieval, chat (see :func:`steps`)."""
     with tracer.start_as_current_span("rag"):
-        attributes: dict[str, Any] = (
-            {
-                semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_RETRIEVER,
-                "retrieval.documents.0.document.id": "doc-1",
-                "retrieval.documents.0.document.score": 0.9,
-            }
-            if openinference_retriever
-            else {
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
-                semconv.GEN_AI_RETRIEVAL_DOCUMENTS: DOCUMENTS,
-            }
-        )
-        with tracer.start_as_current_span(
-            "retrieval kb", attributes={**attributes, **(on_retrieval or {})}
-        ) as r:
-            if retrieval_event is not None:
-                r.add_event(semconv.GEN_AI_EVALUATION_RESULT, dict(retrieval_event))
-        with tracer.start_as_current_span(
-            "chat m",
-            attributes={
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
-                semconv.GEN_AI_OUTPUT_MESSAGES: ANSWER,
-            },
-        ) as chat:
-            if chat_event is not None:
-                chat.add_event(semconv.GEN_AI_EVALUATION_RESULT, dict(chat_event))
+        steps(tracer, **feedback)
 
 
 @pytest.mark.parametrize(
@@ -165,23 +157,7 @@ def test_a_carrier_span_grades_the_span_it_links_to_not_the_one_it_sits_under(
     with tracer.start_as_current_span("elsewhere") as other:
         elsewhere = other.get_span_context()
     with tracer.start_as_current_span("rag") as root:
-        contexts = {"root": root.get_span_context(), "elsewhere": elsewhere}
-        with tracer.start_as_current_span(
-            "retrieval kb",
-            attributes={
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
-                semconv.GEN_AI_RETRIEVAL_DOCUMENTS: DOCUMENTS,
-            },
-        ) as retrieval:
-            contexts["retrieval"] = retrieval.get_span_context()
-        with tracer.start_as_current_span(
-            "chat m",
-            attributes={
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
-                semconv.GEN_AI_OUTPUT_MESSAGES: ANSWER,
-            },
-        ) as chat:
-            contexts["chat"] = chat.get_span_context()
+        contexts = {"root": root.get_span_context(), "elsewhere": elsewhere, **steps(tracer)}
         attributes = {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_EVALUATOR}
         if feedback == "span":
             attributes.update(span_feedback("relevance", 0.2))

@@ -220,22 +220,23 @@ def test_citations_and_truncation_from_the_llm_span(exporter: InMemorySpanExport
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
 
 
-def test_query_fusion_hybrid_retrieval(exporter: InMemorySpanExporter) -> None:
+def hybrid(
+    llm: Any, **fusion_options: Any
+) -> tuple[QueryFusionRetriever, dict[str, float], dict[str, float]]:
+    """A ``QueryFusionRetriever`` over a vector and a keyword retriever, and each one's own hits (id -> score)."""
     index = build_index(word_embedding())
-    nodes = list(index.docstore.docs.values())
     vector_retriever = index.as_retriever(similarity_top_k=2)
-    keyword_retriever = KeywordRetriever(nodes)
-    vector = dict(direct(vector_retriever))
-    keyword = dict(direct(keyword_retriever))
+    keyword_retriever = KeywordRetriever(list(index.docstore.docs.values()))
+    fusion = QueryFusionRetriever(
+        [vector_retriever, keyword_retriever], llm=llm, num_queries=1, use_async=False, **fusion_options
+    )
+    return fusion, dict(direct(vector_retriever)), dict(direct(keyword_retriever))
+
+
+def test_query_fusion_hybrid_retrieval(exporter: InMemorySpanExporter) -> None:
+    fusion, vector, keyword = hybrid(MockLLM(), mode="reciprocal_rerank")
     top_keyword = max(keyword.values())
     assert top_keyword > 1
-    fusion = QueryFusionRetriever(
-        [vector_retriever, keyword_retriever],
-        llm=MockLLM(),
-        num_queries=1,
-        use_async=False,
-        mode="reciprocal_rerank",
-    )
     fused_order = [node_id for node_id, _ in direct(fusion)]
     exporter.clear()
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexAutoRetriever
+from llama_index.core.retrievers import VectorIndexAutoRetriever
 from llama_index.core.vector_stores.types import VectorStoreInfo
 from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
@@ -32,11 +32,11 @@ from rag_confidence.signals import extract_signals
 from .test_signals_llamaindex import (
     QUESTION,
     FixedLLM,
-    KeywordRetriever,
     OverlapReranker,
     assert_scoreable,
     build_index,
     direct,
+    hybrid,
     only_answer,
     word_embedding,
 )
@@ -129,16 +129,8 @@ def test_reranker_scores_and_order_are_final(openllmetry: InMemorySpanExporter) 
 
 
 def test_query_fusion_hybrid_retrieval(openllmetry: InMemorySpanExporter) -> None:
-    index = build_index(word_embedding())
-    nodes = list(index.docstore.docs.values())
-    vector_retriever = index.as_retriever(similarity_top_k=2)
-    keyword_retriever = KeywordRetriever(nodes)
-    vector = dict(direct(vector_retriever))
-    keyword = dict(direct(keyword_retriever))
+    fusion, vector, keyword = hybrid(FixedLLM(text="-"))
     top_keyword = max(keyword.values())
-    fusion = QueryFusionRetriever(
-        [vector_retriever, keyword_retriever], llm=FixedLLM(text="-"), num_queries=1, use_async=False
-    )
     fused_order = [node_id for node_id, _ in direct(fusion)]
     openllmetry.clear()
 
