@@ -250,6 +250,34 @@ def test_evaluation_event_is_a_log_record_parented_to_the_answer(pipeline: Pipel
     assert type((log.attributes or {})[semconv.GEN_AI_EVALUATION_SCORE_VALUE]) is float
 
 
+def test_the_evaluation_event_names_the_response_it_evaluates(pipeline: Pipeline) -> None:
+    """The GenAI conventions recommend ``gen_ai.response.id`` on the event, to correlate it with the response:
+    the id of the generation whose text is the answer (the last one), not of an earlier call such as a query
+    rewrite."""
+    tracer = pipeline.tracer
+
+    def chat(name: str, text: str, response_id: str) -> None:
+        messages = [{"role": "assistant", "parts": [{"type": "text", "content": text}]}]
+        attributes = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
+            semconv.GEN_AI_RESPONSE_ID: response_id,
+        }
+        with tracer.start_as_current_span(name, attributes=attributes):
+            pass
+
+    with tracer.start_as_current_span("rag.pipeline"):
+        chat("rewrite", "late delivery penalty", "chatcmpl-rewrite")
+        with tracer.start_as_current_span("retrieve", attributes=retrieval_attributes(DOCS)):
+            pass
+        chat("answer", "The penalty is capped [1].", "chatcmpl-answer")
+    assert semconv.RAG_CONFIDENCE_TOTAL in (
+        pipeline.spans()["rag.pipeline"].attributes or {}
+    )  # flushes scoring
+    (record,) = pipeline.logs()
+    assert (record.log_record.attributes or {})[semconv.GEN_AI_RESPONSE_ID] == "chatcmpl-answer"
+
+
 def test_two_marked_answers_in_one_trace_get_one_scorecard_each(pipeline: Pipeline) -> None:
     tracer = pipeline.tracer
     strong = [{"id": "a", "score": 0.95}, {"id": "b", "score": 0.9}]

@@ -297,7 +297,7 @@ def _score(
     try:
         instruments.record(scored.scorecard, scored.duration_s, context)
         if events is not None:
-            events.emit(scored.scorecard, context)
+            events.emit(scored.scorecard, context, scored.extracted.response_id)
     except Exception as error:
         _logger.warning(
             "rag-confidence: recording confidence metrics or the event failed\n%s", describe_failure(error)

@@ -419,7 +419,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         try:
             self._instruments.record(scored.scorecard, scored.duration_s, context)
             if self._events is not None:
-                self._events.emit(scored.scorecard, context)
+                self._events.emit(scored.scorecard, context, scored.extracted.response_id)
         except Exception:
             self._count_failure(
                 "recording confidence metrics or the evaluation event failed",

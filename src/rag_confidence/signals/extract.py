@@ -37,7 +37,9 @@ class ExtractedSignals:
     counts from the answer text, ``supportLevel`` from faithfulness or claims) or assumed (the default support
     level), for ``rag.confidence.derived_signals``; ``skipped`` the attribute values skipped as wrong-typed,
     non-finite or unparsable; ``diagnostics`` attribute name -> value pairs (``rag.confidence.generation.
-    truncated``, ...) to set next to the scorecard; ``sources`` where each input came from.
+    truncated``, ...) to set next to the scorecard; ``sources`` where each input came from; ``response_id`` the
+    ``gen_ai.response.id`` of the generation whose text is the answer, when its span has one (for the
+    evaluation event).
     """
 
     inputs: dict[str, Any]
@@ -45,6 +47,7 @@ class ExtractedSignals:
     skipped: int = 0
     diagnostics: dict[str, Diagnostic] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    response_id: str | None = None
 
 
 def extract_signals(
@@ -176,6 +179,7 @@ def extract_signals(
         skipped=reader.skipped,
         diagnostics=diagnostics,
         sources=sources,
+        response_id=answer.response_id if answer is not None else None,
     )
 
 

@@ -106,7 +106,7 @@ def reported_finish_reason(reason: str) -> str:
 
 
 class Answer:
-    __slots__ = ("text", "finish_reason", "truncated", "stated", "citations", "structured")
+    __slots__ = ("text", "finish_reason", "truncated", "stated", "citations", "structured", "response_id")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -116,6 +116,8 @@ class Answer:
         self.stated: dict[str, Any] = {}
         self.citations: list[str] = []
         self.structured = False
+        # The provider's id of the response whose text is the answer (GenAI ``gen_ai.response.id``).
+        self.response_id: str | None = None
 
 
 def without_judges(
@@ -173,6 +175,9 @@ def final_answer(
     with_text = [generation for generation in generations if generation.text is not None]
     if with_text:
         answer.text = with_text[-1].text
+        response_id = with_text[-1].span.attributes.get(semconv.GEN_AI_RESPONSE_ID)
+        if isinstance(response_id, str) and response_id:
+            answer.response_id = response_id
     else:
         output = unredacted(answer_span.attributes.get(semconv.OI_OUTPUT_VALUE))
         answer.text = output if isinstance(output, str) else None
