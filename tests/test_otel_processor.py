@@ -250,10 +250,11 @@ def test_evaluation_event_is_a_log_record_parented_to_the_answer(pipeline: Pipel
     assert type((log.attributes or {})[semconv.GEN_AI_EVALUATION_SCORE_VALUE]) is float
 
 
-def test_the_evaluation_event_names_the_response_it_evaluates(pipeline: Pipeline) -> None:
+@pytest.mark.parametrize("entry", ["processor", "decorator"])
+def test_the_evaluation_event_names_the_response_it_evaluates(pipeline: Pipeline, entry: str) -> None:
     """The GenAI conventions recommend ``gen_ai.response.id`` on the event, to correlate it with the response:
     the id of the generation whose text is the answer (the last one), not of an earlier call such as a query
-    rewrite."""
+    rewrite. Both entry points write it."""
     tracer = pipeline.tracer
 
     def chat(name: str, text: str, response_id: str) -> None:
@@ -266,11 +267,22 @@ def test_the_evaluation_event_names_the_response_it_evaluates(pipeline: Pipeline
         with tracer.start_as_current_span(name, attributes=attributes):
             pass
 
-    with tracer.start_as_current_span("rag.pipeline"):
+    def steps() -> None:
         chat("rewrite", "late delivery penalty", "chatcmpl-rewrite")
         with tracer.start_as_current_span("retrieve", attributes=retrieval_attributes(DOCS)):
             pass
         chat("answer", "The penalty is capped [1].", "chatcmpl-answer")
+
+    if entry == "decorator":
+        scored_answer(
+            name="rag.pipeline",
+            tracer_provider=pipeline.tracer_provider,
+            meter_provider=pipeline.meter_provider,
+            logger_provider=pipeline.logger_provider,
+        )(steps)()
+    else:
+        with tracer.start_as_current_span("rag.pipeline"):
+            steps()
     assert semconv.RAG_CONFIDENCE_TOTAL in (
         pipeline.spans()["rag.pipeline"].attributes or {}
     )  # flushes scoring
