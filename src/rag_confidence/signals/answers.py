@@ -31,6 +31,7 @@ from typing import Any, Literal
 from .. import semconv
 from .openllmetry import llamaindex_step
 from .records import SpanRecord
+from .vector_db import is_hit_event
 
 AnswerRule = Literal["marked", "root"]
 
@@ -94,18 +95,13 @@ RESULT_EVENT_KEYS: frozenset[str] = frozenset({semconv.DB_SYSTEM})
 
 
 def _reports_results(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> bool:
-    """True when the span's events are retrieved documents: a ``db.query.result`` or ``db.search.result``
-    event, except Milvus's ``db.query.result``. The Milvus instrumentor writes each row of a scalar lookup by
-    filter (``MilvusClient.query``, no similarity at all) as such an event; only its searches retrieve."""
+    """True when one of the span's events is a retrieved document (:func:`.vector_db.is_hit_event`)."""
     for name in event_names:
         # The system is read only once a result event is found: most spans have no events at all.
         if (
             isinstance(name, str)
             and name in RESULT_EVENT_NAMES
-            and (
-                name == semconv.DB_SEARCH_RESULT
-                or attributes.get(semconv.DB_SYSTEM) != semconv.DB_SYSTEM_MILVUS
-            )
+            and is_hit_event(name, attributes.get(semconv.DB_SYSTEM))
         ):
             return True
     return False

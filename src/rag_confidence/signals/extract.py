@@ -183,9 +183,6 @@ def extract_signals(
     )
 
 
-_EVALUATOR = semconv.OPENINFERENCE_KIND_EVALUATOR
-
-
 class _FeedbackTargets:
     """What the feedback a span carries is about, per the OpenInference feedback spec.
 
@@ -204,7 +201,10 @@ class _FeedbackTargets:
 
     def scopes(self, span: SpanRecord, retrieval: bool) -> tuple[bool, bool]:
         """(span feedback counts, trace feedback counts) for the feedback ``span`` carries."""
-        if not span.links or span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) != _EVALUATOR:
+        if (
+            not span.links
+            or span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) != semconv.OPENINFERENCE_KIND_EVALUATOR
+        ):
             return not retrieval, True
         if self._retrieval is None:
             self._retrieval = {

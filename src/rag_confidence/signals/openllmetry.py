@@ -121,14 +121,14 @@ def _node_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
     for item in listed:
         entry = reader.mapping(item) if isinstance(item, str) else item
         node = entry.get("node") if isinstance(entry, Mapping) else None
-        if not isinstance(node, Mapping):
+        if not isinstance(entry, Mapping) or not isinstance(node, Mapping):
             reader.skip()  # not a NodeWithScore: nothing to read a document from
             continue
         metadata = node.get("metadata")
         documents.append(
             RawDocument(
                 id=node.get("id_"),
-                score=entry.get("score") if isinstance(entry, Mapping) else None,
+                score=entry.get("score"),
                 content=node.get("text"),
                 metadata=metadata if isinstance(metadata, Mapping) else None,
             )

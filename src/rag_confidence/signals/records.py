@@ -244,10 +244,10 @@ def _link_ids(span: ReadableSpan) -> tuple[tuple[int, int], ...]:
         for link in links:
             context = link.context
             ids.append((int(context.trace_id), int(context.span_id)))
-    # A span-like object whose links are something else (any error: reading links must never cost the span),
-    # or an SDK list another thread appends to.
+    # A span-like object's odd links, or an SDK list another thread appends to: keep the links read so far, as
+    # reading links must never cost the span.
     except Exception:
-        return tuple(ids)
+        pass
     return tuple(ids)
 
 

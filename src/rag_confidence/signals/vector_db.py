@@ -49,6 +49,15 @@ _RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
 _MARQO_OWN_KEYS = frozenset({semconv.MARQO_HIT_ID, semconv.MARQO_HIT_SCORE})
 
 
+def is_hit_event(event_name: str, system: Any) -> bool:
+    """True for a result event that reports a retrieved document: ``db.query.result`` or ``db.search.result``,
+    except Milvus's ``db.query.result``, which its instrumentor writes for each row of a scalar lookup by filter
+    (``MilvusClient.query``: no similarity, no hit; only its searches retrieve)."""
+    if event_name == semconv.DB_SEARCH_RESULT:
+        return True
+    return event_name == semconv.DB_QUERY_RESULT and system != semconv.DB_SYSTEM_MILVUS
+
+
 def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     """The documents a span's result events report, in event order."""
     documents: list[RawDocument] = []
@@ -56,13 +65,10 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     searches: dict[Any, list[RawDocument]] = {}
     system = span.attributes.get(semconv.DB_SYSTEM)
     marqo = system == semconv.DB_SYSTEM_MARQO
-    milvus = system == semconv.DB_SYSTEM_MILVUS
     for event in span.events:
-        names = _RESULT_EVENTS.get(event.name)
-        if names is None:
+        if not is_hit_event(event.name, system):
             continue
-        if milvus and event.name == semconv.DB_QUERY_RESULT:
-            continue  # a row of a lookup by filter, no hit (see answers._reports_results)
+        names = _RESULT_EVENTS[event.name]
         id_key, score_key, distance_key, metadata_key, content_key = names
         attributes = event.attributes
         if marqo and event.name == semconv.DB_QUERY_RESULT and id_key not in attributes:
