@@ -275,6 +275,20 @@ MILVUS_DISTANCE_METRICS: Final = frozenset({"L2", "HAMMING", "JACCARD", "MHJACCA
 #: ``_set_search_result_attributes`` writes each hit dict as the attributes of a ``db.query.result`` event.
 MARQO_HIT_ID: Final = "_id"
 MARQO_HIT_SCORE: Final = "_score"
+#: OpenLLMetry JS vector-DB instrumentations (``@traceloop/instrumentation-pinecone`` and ``-qdrant``,
+#: openllmetry-js ``packages/instrumentation-{pinecone,qdrant}/src/instrumentation.ts``) write each hit as
+#: ``db.vector.query.result.{i}.{id,score,metadata}`` "event attributes" through the value ``span.addEvent()``
+#: returns, and in the JS SDK that is the span itself: the keys land on the span, next to
+#: ``db.vector.query.result.matches_length`` (ai-semantic-conventions ``EventAttributes.VECTOR_DB_QUERY_RESULT_*``).
+VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH: Final = "db.vector.query.result.matches_length"
+VECTOR_DB_QUERY_RESULT_PREFIX: Final = "db.vector.query.result."
+VECTOR_DB_RESULT_ID: Final = "id"
+VECTOR_DB_RESULT_SCORE: Final = "score"
+VECTOR_DB_RESULT_METADATA: Final = "metadata"
+#: The Pinecone JS instrumentation adds each hit's metadata as the attributes of a span event of this name
+#: (``{i}`` the hit's position): ``pinecone.query.result.{i}.metadata``.
+PINECONE_JS_RESULT_EVENT_PREFIX: Final = "pinecone.query.result."
+PINECONE_JS_METADATA_EVENT_SUFFIX: Final = ".metadata"
 
 # --------------------------------------------------------------------------------------------------------------
 # In-process OpenTelemetry layer (``rag_confidence.otel``)

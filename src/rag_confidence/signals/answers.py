@@ -84,6 +84,7 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.OPENINFERENCE_SPAN_KIND,
         semconv.GEN_AI_OPERATION_NAME,
         semconv.TRACELOOP_ENTITY_NAME,
+        semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH,
     }
 )
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
@@ -117,8 +118,8 @@ def is_retrieval_span(span: SpanRecord) -> bool:
 
     OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
     ``vector_db_retrieve`` task spans, LlamaIndex retriever and reranker task spans (by class name, see
-    :mod:`.openllmetry`) and vector-DB spans with ``db.query.result``/``db.search.result`` events; any span with
-    our ``rag.retrieval.method``.
+    :mod:`.openllmetry`) and vector-DB spans with ``db.query.result``/``db.search.result`` events or (OpenLLMetry
+    JS) ``db.vector.query.result.matches_length``; any span with our ``rag.retrieval.method``.
     """
     return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
 
@@ -145,6 +146,9 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
     if _of_kind(attributes, _RETRIEVAL_KINDS, _RETRIEVAL_OPERATIONS):
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
+        return True
+    # An OpenLLMetry JS vector-DB query (Pinecone, Qdrant): its hits are span attributes (see :mod:`.vector_db`).
+    if semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH in attributes:
         return True
     if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
         return True

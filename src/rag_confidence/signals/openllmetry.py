@@ -12,8 +12,9 @@ completions.
   ``retrieve`` and ``postprocess_nodes`` is a JSON list of ``NodeWithScore`` (each a JSON string or an
   object): ``{"node": {"id_", "text", "metadata"}, "score"}``; other methods of such a class (an auto
   retriever's ``generate_retrieval_spec``) return something else and report no documents.
-- Vector-DB instrumentors: one ``db.query.result`` or ``db.search.result`` event per result, read by
-  :mod:`.vector_db`; ``db.system`` names the method.
+- Vector-DB instrumentors: one ``db.query.result`` or ``db.search.result`` event per result, or (OpenLLMetry
+  JS) ``db.vector.query.result.{i}.*`` span attributes, read by :mod:`.vector_db`; ``db.system`` names the
+  method.
 - Legacy completion attributes ``gen_ai.completion.{i}.{content,finish_reason,role}``.
 """
 
@@ -25,7 +26,7 @@ from typing import Any, Literal
 from .. import semconv
 from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
 from .records import SpanRecord
-from .vector_db import event_documents
+from .vector_db import attribute_documents, event_documents
 
 _RETRIEVER_SUFFIX = "Retriever"
 _RERANK_WORD = "Rerank"
@@ -68,7 +69,7 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
             documents = _node_documents(attributes, reader)
             if documents:
                 retrievals.append(RawRetrieval(span=span, documents=documents, rerank=step == "rerank"))
-    events = event_documents(span, reader)
+    events = event_documents(span, reader) or attribute_documents(span, reader)
     if events:
         system = attributes.get(semconv.DB_SYSTEM)
         retrievals.append(

@@ -17,6 +17,13 @@
   hits: the number dropped (``SpanRecord.dropped_events``) is counted for a diagnostic.
 - Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
   ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
+- OpenLLMetry JS (Pinecone, Qdrant) writes no result events: it sets ``db.vector.query.result.{i}.{id,score}``
+  (Qdrant also ``.metadata``, the payload as JSON) on what ``span.addEvent()`` returns, which in the JS SDK is
+  the span, so the hits are span attributes beside ``db.vector.query.result.matches_length``; Pinecone adds
+  each hit's metadata as the attributes of a ``pinecone.query.result.{i}.metadata`` event. JS numbers travel
+  as OTLP ``intValue`` when they are whole (a score of exactly 1, a Qdrant integer point id), which the
+  readers take like any number or id. The JS SDK drops the *newest* attributes at its count limit (128), so a
+  long result list loses its last, worst hits, not its best.
 """
 
 from __future__ import annotations
@@ -139,3 +146,52 @@ def _reads_as_similarity(hits: list[RawDocument]) -> bool:
             return False
         falls = falls or value < previous
     return falls or all(-1.0 <= value <= 1.0 for value in values)
+
+
+# Keys of the first hits, built once (a search rarely returns more); later ones are formatted as read.
+_KEYED_HITS = 64
+_MAX_HITS = 10_000
+
+
+def _hit_keys(index: int) -> tuple[str, str, str]:
+    prefix = f"{semconv.VECTOR_DB_QUERY_RESULT_PREFIX}{index}."
+    return (
+        prefix + semconv.VECTOR_DB_RESULT_ID,
+        prefix + semconv.VECTOR_DB_RESULT_SCORE,
+        prefix + semconv.VECTOR_DB_RESULT_METADATA,
+    )
+
+
+_HIT_KEYS = tuple(_hit_keys(index) for index in range(_KEYED_HITS))
+
+
+def attribute_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
+    """The hits an OpenLLMetry JS vector-DB span reports as ``db.vector.query.result.{i}.*`` span attributes
+    (see the module docstring), in order; none for a span without ``db.vector.query.result.matches_length``."""
+    attributes = span.attributes
+    if semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH not in attributes:
+        return []
+    event_metadata: dict[str, Mapping[str, Any]] = {}
+    for event in span.events:
+        name = event.name
+        if (
+            name.startswith(semconv.PINECONE_JS_RESULT_EVENT_PREFIX)
+            and name.endswith(semconv.PINECONE_JS_METADATA_EVENT_SUFFIX)
+            and event.attributes
+        ):
+            event_metadata[name] = event.attributes
+    documents: list[RawDocument] = []
+    for index in range(_MAX_HITS):
+        id_key, score_key, metadata_key = _HIT_KEYS[index] if index < _KEYED_HITS else _hit_keys(index)
+        if id_key not in attributes and score_key not in attributes:
+            break  # past the last hit (or the rest fell to the JS SDK's attribute count limit)
+        raw_metadata = attributes.get(metadata_key)
+        metadata = reader.mapping(raw_metadata) if raw_metadata is not None else None
+        if metadata is None and event_metadata:
+            metadata = event_metadata.get(
+                f"{semconv.PINECONE_JS_RESULT_EVENT_PREFIX}{index}{semconv.PINECONE_JS_METADATA_EVENT_SUFFIX}"
+            )
+        documents.append(
+            RawDocument(id=attributes.get(id_key), score=attributes.get(score_key), metadata=metadata)
+        )
+    return documents

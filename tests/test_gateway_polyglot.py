@@ -1,0 +1,356 @@
+"""RAG traces from instrumentations in other languages, replayed through a real gateway over loopback.
+
+Node, Java and .NET cannot run here, so each trace is rebuilt by hand as that SDK puts it on the wire: the
+attribute keys, value types and span/event layout its instrumentation writes (each test cites the upstream
+file it was taken from), encoded as OTLP protobuf (gRPC, HTTP) or OTLP/JSON with hex ids. Two encodings matter
+for JavaScript: the JS SDK's OTLP transformer sends a whole number (a score of exactly 1, a Qdrant integer
+point id) as ``intValue``, not ``doubleValue``, and its JSON serializer writes that int64 as a JSON number where
+protobuf's JSON mapping writes a string; both are sent here.
+
+Expected scorecards come from ``compute_confidence`` on the inputs the spans state, written out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from rag_confidence import compute_confidence, semconv
+from rag_confidence.otel.attributes import scorecard_attributes
+from tests.test_gateway_e2e import _otlp_json
+from tests.test_gateway_support import (
+    DownstreamReceiver,
+    attributes_of,
+    by_name,
+    downstream,
+    running_gateway,
+)
+
+__all__ = ["downstream"]  # the fixture, imported for pytest
+
+_TRACE_ID = bytes.fromhex("5b8efff798038103d269b633813fc60c")
+_START = 1_764_000_000_000_000_000  # ns
+
+
+def _any(value: Any) -> AnyValue:
+    """An attribute value as the JS OTLP transformer encodes it: a whole JS number is an ``intValue``."""
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, Sequence):
+        return AnyValue(array_value=ArrayValue(values=[_any(item) for item in value]))
+    raise TypeError(value)
+
+
+def _attributes(values: Mapping[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=_any(value)) for key, value in values.items()]
+
+
+def _span(
+    name: str,
+    index: int,
+    parent: int | None,
+    attributes: Mapping[str, Any],
+    *,
+    kind: int = ProtoSpan.SPAN_KIND_INTERNAL,
+    events: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    end: int,
+) -> ProtoSpan:
+    """Span ``index`` (its id is derived from it) ending ``end`` ms after the trace's start."""
+    span = ProtoSpan(
+        trace_id=_TRACE_ID,
+        span_id=index.to_bytes(8, "big"),
+        parent_span_id=parent.to_bytes(8, "big") if parent is not None else b"",
+        name=name,
+        kind=kind,  # type: ignore[arg-type]
+        start_time_unix_nano=_START + index * 1_000_000,
+        end_time_unix_nano=_START + end * 1_000_000,
+        attributes=_attributes(attributes),
+        flags=0x100,  # the JS SDK sets the "parent is remote" flags bits (0x100, and 0x200 when remote)
+    )
+    for offset, (event_name, event_attributes) in enumerate(events):
+        span.events.add(
+            time_unix_nano=_START + index * 1_000_000 + offset,
+            name=event_name,
+            attributes=_attributes(event_attributes),
+        )
+    return span
+
+
+def _request(
+    spans: Sequence[ProtoSpan], scope: str, service: str = "node-rag-app"
+) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    resource.resource.attributes.extend(
+        _attributes({"service.name": service, "telemetry.sdk.language": "nodejs"})
+    )
+    scoped = resource.scope_spans.add()
+    scoped.scope.name = scope
+    scoped.spans.extend(spans)
+    return request
+
+
+def _js_json(request: ExportTraceServiceRequest) -> bytes:
+    """OTLP/JSON as ``@opentelemetry/otlp-transformer``'s JSON serializer writes it: hex ids, and int64 values
+    (``intValue``, times) as JSON numbers rather than the strings protobuf's JSON mapping uses."""
+    document = _otlp_json(request)
+
+    def numbers(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: int(value)
+                if key in ("intValue", "startTimeUnixNano", "endTimeUnixNano", "timeUnixNano")
+                and isinstance(value, str)
+                else numbers(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [numbers(item) for item in node]
+        return node
+
+    return json.dumps(numbers(document)).encode()
+
+
+def _send_grpc(port: int, request: ExportTraceServiceRequest) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        trace_service_pb2_grpc.TraceServiceStub(channel).Export(request, timeout=10)
+
+
+def _send_json(url: str, body: bytes) -> None:
+    post = urllib.request.Request(
+        f"{url}/v1/traces", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(post, timeout=10) as response:
+        assert response.status == 200
+
+
+def _send_protobuf(url: str, request: ExportTraceServiceRequest) -> None:
+    post = urllib.request.Request(
+        f"{url}/v1/traces",
+        data=request.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        method="POST",
+    )
+    with urllib.request.urlopen(post, timeout=10) as response:
+        assert response.status == 200
+
+
+def _through_gateway(
+    request: ExportTraceServiceRequest, downstream: DownstreamReceiver, via: str
+) -> dict[str, Any]:
+    """Send the request to a real gateway over ``via`` and return the forwarded spans' attributes by name."""
+    count = sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+    with running_gateway() as running:
+        if via == "grpc":
+            _send_grpc(running.grpc_port, request)
+        elif via == "json":
+            _send_json(running.http_url, _js_json(request))
+        else:
+            _send_protobuf(running.http_url, request)
+        spans = downstream.wait_for_spans(count)
+    assert len(spans) == count
+    return {name: attributes_of(span) for name, span in by_name(spans).items()}
+
+
+def _assert_scored(answer: Mapping[str, Any], expected_inputs: Mapping[str, Any]) -> None:
+    """The answer span carries the scorecard of ``expected_inputs``: every scorecard attribute equal (the
+    extraction diagnostics beside them are not compared)."""
+    expected = scorecard_attributes(compute_confidence(dict(expected_inputs)), inputs=expected_inputs)
+    assert semconv.RAG_CONFIDENCE_TOTAL in answer, "not scored"
+    for key, value in expected.items():
+        if key == semconv.RAG_CONFIDENCE_DERIVED_SIGNALS:
+            continue  # what extraction derived: compared where a test cares
+        got = answer.get(key)
+        assert (list(got) if isinstance(got, tuple) else got) == (
+            list(value) if isinstance(value, tuple) else value
+        ), key
+
+
+# ------------------------------------------------------------------------------------- OpenLLMetry JS vector DBs
+
+
+def _pinecone_js_trace() -> ExportTraceServiceRequest:
+    """A Node RAG handler: HTTP server span, a Pinecone query, an OpenAI chat completion.
+
+    The Pinecone span as ``@traceloop/instrumentation-pinecone`` 0.27 writes it (openllmetry-js
+    ``packages/instrumentation-pinecone/src/instrumentation.ts``, ``queryWrapper``): it calls
+    ``span.addEvent(...).setAttribute(...)``, and the JS SDK's ``addEvent`` returns the span, so the
+    ``db.vector.query.*`` "event attributes" land on the span; events ``pinecone.query.request``,
+    ``pinecone.query.result``, one empty ``pinecone.query.result.{i}`` per hit and, for a hit with metadata,
+    ``pinecone.query.result.{i}.metadata`` carrying the metadata as its attributes. Pinecone scores a cosine
+    index's exact match as 1, which the JS transformer sends as ``intValue``. The chat span as
+    ``@traceloop/instrumentation-openai`` writes it (``gen_ai.output.messages`` JSON).
+    """
+    pinecone = _span(
+        "pinecone.query",
+        2,
+        1,
+        {
+            "db.system": "Pinecone",
+            "db.vector.query.top_k": 3,
+            "db.vector.query.include_values": False,
+            "db.vector.query.include_metadata": True,
+            "db.vector.query.metadata_filter": "{}",
+            "db.vector.query.result.namespace": "",
+            "db.vector.query.result.matches_length": 3,
+            "db.vector.query.result.0.score": 1,
+            "db.vector.query.result.0.id": "refund-policy",
+            "db.vector.query.result.0.values": [],
+            "db.vector.query.result.1.score": 0.8125,
+            "db.vector.query.result.1.id": "shipping",
+            "db.vector.query.result.1.values": [],
+            "db.vector.query.result.2.score": 0.5,
+            "db.vector.query.result.2.id": "warranty",
+            "db.vector.query.result.2.values": [],
+        },
+        events=[
+            ("pinecone.query.request", {}),
+            ("pinecone.query.result", {}),
+            ("pinecone.query.result.0", {}),
+            ("pinecone.query.result.0.metadata", {"text": "Refunds within 30 days.", "source": "faq"}),
+            ("pinecone.query.result.1", {}),
+            ("pinecone.query.result.1.metadata", {"text": "Ships in 2 days.", "source": "faq"}),
+            ("pinecone.query.result.2", {}),
+            ("pinecone.query.result.2.metadata", {"text": "Two-year warranty.", "source": "faq"}),
+        ],
+        end=30,
+    )
+    chat = _span(
+        "chat gpt-4o-mini",
+        3,
+        1,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.usage.input_tokens": 412,
+            "gen_ai.output.messages": json.dumps(
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": "You can get a refund within 30 days [1]."}],
+                        "finish_reason": "stop",
+                    }
+                ]
+            ),
+        },
+        kind=ProtoSpan.SPAN_KIND_CLIENT,
+        end=80,
+    )
+    server = _span(
+        "POST /api/ask",
+        1,
+        None,
+        {"http.request.method": "POST", "http.route": "/api/ask", "http.response.status_code": 200},
+        kind=ProtoSpan.SPAN_KIND_SERVER,
+        end=90,
+    )
+    return _request([pinecone, chat, server], "@traceloop/instrumentation-pinecone")
+
+
+def _candidate(document_id: str, method: str, score: float, rank: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "documentId": document_id,
+        "retrievalScores": {method: score},
+        "combinedScore": score,
+        "rank": rank,
+        **extra,
+    }
+
+
+def test_openllmetry_js_pinecone_hits_on_the_span_are_scored(downstream: DownstreamReceiver) -> None:
+    for via in ("grpc", "json"):
+        downstream.requests.clear()
+        spans = _through_gateway(_pinecone_js_trace(), downstream, via)
+        answer = spans["POST /api/ask"]
+        _assert_scored(
+            answer,
+            {
+                "candidates": [
+                    _candidate("refund-policy", "pinecone", 1.0, 1),
+                    _candidate("shipping", "pinecone", 0.8125, 2),
+                    _candidate("warranty", "pinecone", 0.5, 3),
+                ],
+                "supportLevel": "medium",
+                "citationCount": 1,
+                "invalidCitationCount": 0,
+                "citationCoverageScore": 1.0,
+            },
+        )
+        assert answer[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+        assert semconv.RAG_CONFIDENCE_TOTAL not in spans["pinecone.query"]
+
+
+def _qdrant_js_trace() -> ExportTraceServiceRequest:
+    """``@traceloop/instrumentation-qdrant`` (openllmetry-js ``packages/instrumentation-qdrant/src/
+    instrumentation.ts``, ``_setSearchResultAttributes``): span ``qdrant.search`` of kind CLIENT, each hit's
+    score, id (an unsigned integer point id here: a JS number, so ``intValue``) and payload as JSON, all on the
+    span for the same reason as Pinecone's. The answer is marked by the application (``rag.answer``)."""
+    qdrant = _span(
+        "qdrant.search",
+        2,
+        1,
+        {
+            "db.system": "Qdrant",
+            "db.vector.table_name": "kb",
+            "db.vector.query.top_k": 2,
+            "db.vector.query.include_values": False,
+            "db.vector.query.include_metadata": True,
+            "db.vector.query.embeddings.vector": "[0.1,0.2]",
+            "db.vector.query.metadata_filter": "{}",
+            "db.vector.query.result.matches_length": 2,
+            "db.vector.query.result.0.score": 0.92,
+            "db.vector.query.result.0.id": 17,
+            "db.vector.query.result.0.values": "null",
+            "db.vector.query.result.0.metadata": json.dumps(
+                {
+                    "content": "Refunds within 30 days.",
+                    "metadata": {"source": "faq"},
+                    "last_updated": "2026-10-01",
+                }
+            ),
+            "db.vector.query.result.1.score": 0,
+            "db.vector.query.result.1.id": 4,
+            "db.vector.query.result.1.values": "null",
+            "db.vector.query.result.1.metadata": json.dumps({"content": "Unrelated.", "metadata": {}}),
+        },
+        kind=ProtoSpan.SPAN_KIND_CLIENT,
+        events=[
+            ("qdrant.search.request", {}),
+            ("qdrant.search.result", {}),
+            ("qdrant.search.result.0", {}),
+            ("qdrant.search.result.1", {}),
+        ],
+        end=20,
+    )
+    answer = _span("answer", 1, None, {semconv.RAG_ANSWER: True}, end=50)
+    return _request([qdrant, answer], "@traceloop/instrumentation-qdrant")
+
+
+def test_openllmetry_js_qdrant_integer_ids_and_scores(downstream: DownstreamReceiver) -> None:
+    spans = _through_gateway(_qdrant_js_trace(), downstream, "protobuf")
+    _assert_scored(
+        spans["answer"],
+        {
+            "candidates": [
+                _candidate("17", "qdrant", 0.92, 1, lastUpdated="2026-10-01T00:00:00"),
+                _candidate("4", "qdrant", 0.0, 2),
+            ],
+            "supportLevel": "medium",
+        },
+    )
