@@ -47,6 +47,7 @@ COMPILED = [
     "src/rag_confidence/signals/openinference.py",
     "src/rag_confidence/signals/openllmetry.py",
     "src/rag_confidence/signals/vector_db.py",
+    "src/rag_confidence/signals/vercel_ai.py",
 ]
 
 

@@ -354,3 +354,280 @@ def test_openllmetry_js_qdrant_integer_ids_and_scores(downstream: DownstreamRece
             "supportLevel": "medium",
         },
     )
+
+
+# ----------------------------------------------------------------------------------------- Vercel AI SDK
+
+
+def _retrieval_span(index: int, parent: int, end: int) -> ProtoSpan:
+    """What docs/signals.md asks of an application whose framework records no retrieval: a GenAI retrieval span
+    of its own (the JS SDK sends ``gen_ai.retrieval.documents`` as a JSON string; a whole score is an int)."""
+    documents = [{"id": "kb-1", "score": 1}, {"id": "kb-2", "score": 0.75}]
+    return _span(
+        "retrieval kb",
+        index,
+        parent,
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": "kb",
+            "gen_ai.retrieval.documents": json.dumps(documents),
+        },
+        kind=ProtoSpan.SPAN_KIND_CLIENT,
+        end=end,
+    )
+
+
+_AI_SDK_EXPECTED = {
+    "candidates": [_candidate("kb-1", "kb", 1.0, 1), _candidate("kb-2", "kb", 0.75, 2)],
+    "supportLevel": "medium",
+    "citationCount": 1,
+    "invalidCitationCount": 1,
+    "citationCoverageScore": 0.5,
+}
+_AI_SDK_TEXT = "Refunds take 30 days [kb-1]. Shipping is free [3]."
+
+
+def _ai_sdk_legacy_trace(finish_reason: str) -> ExportTraceServiceRequest:
+    """``generateText`` with ``experimental_telemetry: {isEnabled: true, functionId: "answer"}`` as ``ai`` 3-6
+    traces it (vercel/ai ``packages/otel/src/legacy-open-telemetry.ts``, ``onStepStart``/``onStepEnd``): an
+    ``ai.generateText`` span over an ``ai.generateText.doGenerate`` span holding ``ai.response.text``,
+    ``ai.response.finishReason`` and ``gen_ai.response.finish_reasons``, no ``gen_ai.operation.name``. The
+    AI SDK records no retrieval: the application adds a GenAI retrieval span, as docs/signals.md shows."""
+    step = _span(
+        "ai.generateText.doGenerate",
+        4,
+        3,
+        {
+            "operation.name": "ai.generateText.doGenerate answer",
+            "resource.name": "answer",
+            "ai.operationId": "ai.generateText.doGenerate",
+            "ai.telemetry.functionId": "answer",
+            "ai.model.provider": "openai.chat",
+            "ai.model.id": "gpt-4o-mini",
+            "ai.prompt.messages": json.dumps([{"role": "user", "content": [{"type": "text", "text": "?"}]}]),
+            "gen_ai.system": "openai.chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "ai.response.finishReason": finish_reason,
+            "ai.response.text": _AI_SDK_TEXT,
+            "ai.response.id": "chatcmpl-1",
+            "ai.response.model": "gpt-4o-mini-2024-07-18",
+            "ai.usage.inputTokens": 210,
+            "ai.usage.outputTokens": 17,
+            "gen_ai.response.finish_reasons": [finish_reason],
+            "gen_ai.response.id": "chatcmpl-1",
+            "gen_ai.usage.input_tokens": 210,
+        },
+        end=70,
+    )
+    generate = _span(
+        "ai.generateText",
+        3,
+        1,
+        {
+            "operation.name": "ai.generateText answer",
+            "ai.operationId": "ai.generateText",
+            "ai.telemetry.functionId": "answer",
+            "ai.model.provider": "openai.chat",
+            "ai.model.id": "gpt-4o-mini",
+            "ai.response.finishReason": finish_reason,
+            "ai.response.text": _AI_SDK_TEXT,
+        },
+        end=75,
+    )
+    server = _span(
+        "POST /api/chat", 1, None, {"http.route": "/api/chat"}, kind=ProtoSpan.SPAN_KIND_SERVER, end=80
+    )
+    return _request([_retrieval_span(2, 1, 20), step, generate, server], "ai")
+
+
+def test_vercel_ai_sdk_legacy_telemetry_answer_text_is_read(downstream: DownstreamReceiver) -> None:
+    spans = _through_gateway(_ai_sdk_legacy_trace("stop"), downstream, "json")
+    answer = spans["POST /api/chat"]
+    _assert_scored(answer, _AI_SDK_EXPECTED)
+    assert answer[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
+
+
+def test_vercel_ai_sdk_legacy_length_finish_is_truncation(downstream: DownstreamReceiver) -> None:
+    spans = _through_gateway(_ai_sdk_legacy_trace("length"), downstream, "grpc")
+    answer = spans["POST /api/chat"]
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
+def test_vercel_ai_sdk_genai_telemetry_is_read(downstream: DownstreamReceiver) -> None:
+    """``@ai-sdk/otel``'s ``OpenTelemetry`` integration (``ai`` 7; vercel/ai ``packages/otel/src/
+    open-telemetry.ts`` and ``gen-ai-format-messages.ts``): GenAI conventions, an ``invoke_agent``-style
+    operation span over a ``chat {model}`` CLIENT span with ``gen_ai.output.messages`` as a JSON string of
+    ``{role, parts: [{type: "text", content}], finish_reason}``. Nothing needed changing; this pins it."""
+    chat = _span(
+        "chat gpt-4o-mini",
+        4,
+        3,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.usage.input_tokens": 210,
+            "gen_ai.output.messages": json.dumps(
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": _AI_SDK_TEXT}],
+                        "finish_reason": "stop",
+                    }
+                ]
+            ),
+        },
+        kind=ProtoSpan.SPAN_KIND_CLIENT,
+        end=70,
+    )
+    operation = _span(
+        "invoke_agent gpt-4o-mini",
+        3,
+        1,
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "answer",
+            "ai.operationId": "ai.generateText",
+        },
+        end=75,
+    )
+    server = _span(
+        "POST /api/chat", 1, None, {"http.route": "/api/chat"}, kind=ProtoSpan.SPAN_KIND_SERVER, end=80
+    )
+    spans = _through_gateway(
+        _request([_retrieval_span(2, 1, 20), chat, operation, server], "gen_ai"), downstream, "json"
+    )
+    _assert_scored(spans["POST /api/chat"], _AI_SDK_EXPECTED)
+
+
+# ------------------------------------------------------------------------------ Spring AI, Semantic Kernel
+
+
+def _marked_chat_trace(
+    chat_attributes: Mapping[str, Any], scope: str, events: Sequence[Any] = ()
+) -> ExportTraceServiceRequest:
+    chat = _span("chat gpt-4o", 3, 1, chat_attributes, kind=ProtoSpan.SPAN_KIND_CLIENT, events=events, end=60)
+    answer = _span("answer", 1, None, {semconv.RAG_ANSWER: True}, end=70)
+    return _request([_retrieval_span(2, 1, 20), chat, answer], scope, service="jvm-or-dotnet-app")
+
+
+def test_spring_ai_finish_reasons_json_string(downstream: DownstreamReceiver) -> None:
+    """Spring AI's chat model observation (spring-ai ``DefaultChatModelObservationConvention.
+    responseFinishReasons``) writes ``gen_ai.response.finish_reasons`` as the string ``["LENGTH"]``: Micrometer
+    key values are strings. The completion text is logged, not put on the span, since Spring AI 1.0."""
+    request = _marked_chat_trace(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.response.finish_reasons": '["LENGTH"]',
+            "gen_ai.usage.input_tokens": "120",
+            "spring.ai.kind": "chat_model",
+        },
+        "org.springframework.ai",
+    )
+    answer = _through_gateway(request, downstream, "protobuf")["answer"]
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
+def test_semantic_kernel_dotnet_singular_finish_reason(downstream: DownstreamReceiver) -> None:
+    """Semantic Kernel .NET (semantic-kernel ``dotnet/src/InternalUtilities/src/Diagnostics/ModelDiagnostics.cs``):
+    ``gen_ai.response.finish_reason`` (singular) holding ``["Length"]``, the completion in a ``gen_ai.choice``
+    span event (sensitive diagnostics on), which is not read (see docs/signals.md)."""
+    request = _marked_chat_trace(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.response.finish_reason": '["Length"]',
+            "gen_ai.usage.output_tokens": 256,
+        },
+        "Microsoft.SemanticKernel.Diagnostics",
+        events=[
+            (
+                "gen_ai.choice",
+                {
+                    "gen_ai.event.content": json.dumps(
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "Refunds [kb-1]"},
+                            "finish_reason": "Length",
+                        }
+                    )
+                },
+            )
+        ],
+    )
+    answer = _through_gateway(request, downstream, "grpc")["answer"]
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert answer[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
+# ------------------------------------------------------------------------------ OpenInference JS (LangChain.js)
+
+
+def test_openinference_js_langchain_trace(downstream: DownstreamReceiver) -> None:
+    """``@arizeai/openinference-instrumentation-langchain`` (openinference ``js/packages/openinference-
+    instrumentation-langchain/src/utils.ts``): the same flattened keys as Python, ``retrieval.documents.{i}.
+    document.{content,metadata}`` with metadata as JSON; the retriever's ``output.value`` is the JSON of
+    LangChain.js ``Document``s (``pageContent``, ``metadata``, ``id``). LangChain.js retrievers put no score on
+    a document: the application's retriever puts one in the metadata (an exact match's 1 is a JSON integer).
+    Chat output: ``llm.output_messages.{i}.message.{role,content}``. Sent as JS-style OTLP/JSON."""
+    metadata = [{"score": 1, "source": "faq"}, {"score": 0.5, "source": "faq"}]
+    contents = ["Refunds within 30 days.", "Ships in 2 days."]
+    documents = [
+        {"pageContent": content, "metadata": meta, "id": f"doc-{index}"}
+        for index, (content, meta) in enumerate(zip(contents, metadata, strict=True))
+    ]
+    retriever = {
+        "openinference.span.kind": "RETRIEVER",
+        "input.value": "refund window?",
+        "input.mime_type": "text/plain",
+        "output.value": json.dumps({"documents": documents}),
+        "output.mime_type": "application/json",
+        "metadata": json.dumps(
+            {"ls_retriever_name": "vectorstore", "ls_vector_store_provider": "MemoryVectorStore"}
+        ),
+    }
+    for index, (content, meta) in enumerate(zip(contents, metadata, strict=True)):
+        retriever[f"retrieval.documents.{index}.document.content"] = content
+        retriever[f"retrieval.documents.{index}.document.metadata"] = json.dumps(meta)
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o-mini",
+        "llm.provider": "openai",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "Within 30 days [doc-0].",
+        "llm.token_count.prompt": 95,
+    }
+    chain = {
+        "openinference.span.kind": "CHAIN",
+        "input.value": "refund window?",
+        "output.value": "Within 30 days [doc-0].",
+    }
+    request = _request(
+        [
+            _span("VectorStoreRetriever", 2, 1, retriever, end=20),
+            _span("ChatOpenAI", 3, 1, llm, end=60),
+            _span("RunnableSequence", 1, None, chain, end=70),
+        ],
+        "@arizeai/openinference-instrumentation-langchain",
+    )
+    answer = _through_gateway(request, downstream, "json")["RunnableSequence"]
+    _assert_scored(
+        answer,
+        {
+            "candidates": [
+                _candidate("doc-0", "vectorstore", 1.0, 1),
+                _candidate("doc-1", "vectorstore", 0.5, 2),
+            ],
+            "supportLevel": "medium",
+            "citationCount": 1,
+            "invalidCitationCount": 0,
+            "citationCoverageScore": 1.0,
+        },
+    )

@@ -172,11 +172,28 @@ GEN_AI_FINISH_REASON_LENGTH: Final = "length"
 FINISH_REASON_MAX_TOKENS: Final = "max_tokens"
 FINISH_REASON_MAX_OUTPUT_TOKENS: Final = "max_output_tokens"
 FINISH_REASON_CONTEXT_WINDOW_EXCEEDED: Final = "model_context_window_exceeded"
+#: Finish reasons under the singular key Semantic Kernel writes on its chat spans (semantic-kernel
+#: ``dotnet/src/InternalUtilities/src/Diagnostics/ModelDiagnostics.cs`` ``ModelDiagnosticsTags.FinishReason``,
+#: ``python/.../model_diagnostics/gen_ai_attributes.py`` ``FINISH_REASON``), read where the conventions'
+#: ``gen_ai.response.finish_reasons`` is absent. .NET writes a JSON array in a string (``["Stop"]``), as
+#: Spring AI does under the plural key (``DefaultChatModelObservationConvention.responseFinishReasons``:
+#: Micrometer key values are strings).
+SK_RESPONSE_FINISH_REASON: Final = "gen_ai.response.finish_reason"
 # Message roles that speak to a model, never for it (GenAI ``user``/``system``/``tool``, and OpenAI's ``developer``
 # and legacy ``function``): an output message under one of them is no answer. Any other role is the model's
 # own, whatever a producer calls it (``assistant``, Gemini's ``model``, OpenLLMetry's ``unknown`` for a streamed
 # LangChain ``AIMessageChunk``).
 GEN_AI_INPUT_ROLES: Final = frozenset({"user", "system", "tool", "developer", "function"})
+
+# Vercel AI SDK telemetry before the GenAI conventions (``experimental_telemetry`` in ``ai`` 3-6, and
+# ``LegacyOpenTelemetry`` in ``@ai-sdk/otel``: vercel/ai ``packages/otel/src/legacy-open-telemetry.ts``). Each
+# model call is a ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` span with the text in
+# ``ai.response.text`` and the reason in ``ai.response.finishReason``; ``gen_ai.response.finish_reasons`` is
+# there too, but no ``gen_ai.operation.name`` and no ``gen_ai.output.messages``.
+AI_SDK_OPERATION_ID: Final = "ai.operationId"
+AI_SDK_MODEL_CALL_OPERATIONS: Final = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream"})
+AI_SDK_RESPONSE_TEXT: Final = "ai.response.text"
+AI_SDK_RESPONSE_FINISH_REASON: Final = "ai.response.finishReason"
 
 # OpenInference
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"

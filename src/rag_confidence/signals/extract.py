@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from . import genai, openinference, openllmetry
+from . import genai, openinference, openllmetry, vercel_ai
 from ._values import Evaluation, Generation, RawRetrieval, Reader
 from .answers import is_marked_answer, is_retrieval_span
 from .candidates import assemble, organize
@@ -234,6 +234,7 @@ def _read_span(
         evaluations.extend(genai.read_evaluations(span, reader))
     generation = (
         openinference.read_generation(span, reader)
+        or vercel_ai.read_generation(span, reader)  # before GenAI: its spans carry GenAI finish reasons only
         or genai.read_generation(span, reader)
         or openllmetry.read_generation(span, reader)
     )

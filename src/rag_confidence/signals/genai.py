@@ -7,7 +7,9 @@
 - Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of the model's messages: any role
   but user/system/tool, so ``assistant`` and also the ``unknown`` OpenLLMetry writes for a streamed LangChain
   answer) and ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``. With content capture off
-  only the finish reasons are written: a generation without text, still read for truncation.
+  only the finish reasons are written: a generation without text, still read for truncation. Spring AI writes
+  the finish reasons as a JSON array in a string, Semantic Kernel under the singular
+  ``gen_ai.response.finish_reason`` (.NET: the same JSON string): both are read.
 """
 
 from __future__ import annotations
@@ -88,8 +90,13 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     attributes = span.attributes
     raw_messages = attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES)
     declared = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
+    if declared is None:
+        declared = attributes.get(semconv.SK_RESPONSE_FINISH_REASON)
     if raw_messages is None and declared is None:
         return None
+    if isinstance(declared, str) and declared.startswith("["):
+        # A JSON array in a string (Spring AI, Semantic Kernel .NET: ``["STOP"]``), not one reason.
+        declared = reader.strings(declared)
     finish_reasons: list[str] = []
     if isinstance(declared, Sequence) and not isinstance(declared, str):
         finish_reasons.extend(reason.lower() for reason in declared if isinstance(reason, str) and reason)
