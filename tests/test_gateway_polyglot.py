@@ -510,7 +510,10 @@ def _marked_chat_trace(
     chat_attributes: Mapping[str, Any], scope: str, events: Sequence[Any] = ()
 ) -> ExportTraceServiceRequest:
     chat = _span("chat gpt-4o", 3, 1, chat_attributes, kind=ProtoSpan.SPAN_KIND_CLIENT, events=events, end=60)
-    answer = _span("answer", 1, None, {semconv.RAG_ANSWER: True}, end=70)
+    # The answer text, which these chat spans do not carry, set by the application (docs/signals.md).
+    answer = _span(
+        "answer", 1, None, {semconv.RAG_ANSWER: True, "output.value": "Refunds take 30 days [kb-1]."}, end=70
+    )
     return _request([_retrieval_span(2, 1, 20), chat, answer], scope, service="jvm-or-dotnet-app")
 
 
@@ -532,6 +535,7 @@ def test_spring_ai_finish_reasons_json_string(downstream: DownstreamReceiver) ->
     answer = _through_gateway(request, downstream, "protobuf")["answer"]
     assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
     assert answer[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+    assert answer[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1  # the answer span's output.value
 
 
 def test_semantic_kernel_dotnet_singular_finish_reason(downstream: DownstreamReceiver) -> None:
