@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +10,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
+
+# Haystack sends anonymous usage events (each pipeline run) to its telemetry service unless this is off; it is
+# read when haystack is imported, so it is set before any test module imports it. Tests call no service.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 
 def undo_openllmetry_langchain_callback_patch() -> None:

@@ -210,6 +210,10 @@ OI_RERANKER_QUERY: Final = "reranker.query"
 OI_INPUT_VALUE: Final = "input.value"
 OI_LLM_MODEL_NAME: Final = "llm.model_name"
 OI_LLM_FINISH_REASON: Final = "llm.finish_reason"
+#: The template an ``LLM`` span filled (openinference-semantic-conventions ``SpanAttributes.
+#: LLM_PROMPT_TEMPLATE``); openinference-instrumentation-haystack sets it on ``PromptBuilder`` spans, which it
+#: also gives the ``LLM`` kind although no model is called there.
+OI_LLM_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"
 # OpenInference ``metadata`` span attribute (JSON object; LangChain run metadata lands here).
 OI_METADATA: Final = "metadata"
 # LangChain's own retriever name in run metadata (``bm25`` for ``BM25Retriever``), seen by both tracers.
@@ -251,6 +255,13 @@ OI_TRACE_ANNOTATIONS: Final = "trace.annotations"
 OI_ANNOTATION_NAME: Final = "annotation.name"
 OI_ANNOTATION_SCORE: Final = "annotation.score"
 OI_ANNOTATION_LABEL: Final = "annotation.label"
+
+# Haystack's own tracer (``haystack.tracing``; the OpenTelemetry backend is ``opentelemetry-haystack`` since
+# haystack-ai 3.0): one ``haystack.component.run`` span per component of a pipeline run.
+#: The component's class name (``InMemoryBM25Retriever``): the only thing that tells a retriever's span.
+HAYSTACK_COMPONENT_TYPE: Final = "haystack.component.type"
+#: What the component returned, as JSON; written only with ``HAYSTACK_CONTENT_TRACING_ENABLED=true``.
+HAYSTACK_COMPONENT_OUTPUT: Final = "haystack.component.output"
 
 # OpenLLMetry (traceloop)
 TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX: Final = "traceloop.association.properties."

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import semconv
+from .haystack import haystack_step
 from .openllmetry import llamaindex_step
 from .records import SpanRecord
 from .vector_db import is_hit_event
@@ -85,6 +86,7 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.GEN_AI_OPERATION_NAME,
         semconv.TRACELOOP_ENTITY_NAME,
         semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH,
+        semconv.HAYSTACK_COMPONENT_TYPE,
     }
 )
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
@@ -118,8 +120,9 @@ def is_retrieval_span(span: SpanRecord) -> bool:
 
     OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
     ``vector_db_retrieve`` task spans, LlamaIndex retriever and reranker task spans (by class name, see
-    :mod:`.openllmetry`) and vector-DB spans with ``db.query.result``/``db.search.result`` events or (OpenLLMetry
-    JS) ``db.vector.query.result.matches_length``; any span with our ``rag.retrieval.method``.
+    :mod:`.openllmetry`), Haystack retriever and ranker component spans (by class name, see :mod:`.haystack`)
+    and vector-DB spans with ``db.query.result``/``db.search.result`` events or (OpenLLMetry JS)
+    ``db.vector.query.result.matches_length``; any span with our ``rag.retrieval.method``.
     """
     return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
 
@@ -151,6 +154,8 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
     if semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH in attributes:
         return True
     if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
+        return True
+    if haystack_step(attributes.get(semconv.HAYSTACK_COMPONENT_TYPE)) is not None:
         return True
     return _reports_results(attributes, event_names)
 

@@ -353,7 +353,13 @@ def _name_from_span(span: SpanRecord) -> str:
     # ``vector_db_retrieve BM25Retriever`` / ``VectorIndexRetriever.retrieve`` -> the class, named as
     # LangChain names retrievers (``bm25``, ``vectorindex``), so the same retriever gets one name under every
     # tracer.
-    base = name.removeprefix(_OPENLLMETRY_PREFIX).split(".", 1)[0].strip()
+    return class_method_name(name.removeprefix(_OPENLLMETRY_PREFIX).split(".", 1)[0])
+
+
+def class_method_name(class_name: str) -> str:
+    """A retriever class's method name, as LangChain names retrievers: ``BM25Retriever`` -> ``bm25``,
+    ``InMemoryEmbeddingRetriever`` -> ``inmemoryembedding``."""
+    base = class_name.strip()
     if base.startswith(_RETRIEVER_WORD) and len(base) > len(_RETRIEVER_WORD):
         base = base[len(_RETRIEVER_WORD) :]
     elif base.endswith(_RETRIEVER_WORD) and len(base) > len(_RETRIEVER_WORD):

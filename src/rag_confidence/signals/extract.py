@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from . import genai, openinference, openllmetry, vercel_ai
+from . import genai, haystack, openinference, openllmetry, vercel_ai
 from ._values import Evaluation, Generation, RawRetrieval, Reader
 from .answers import is_marked_answer, is_retrieval_span
 from .candidates import assemble, organize
@@ -228,6 +228,7 @@ def _read_span(
         retrievals.extend(openinference.read_retrievals(span, reader))
         retrievals.extend(genai.read_retrievals(span, reader))
         retrievals.extend(openllmetry.read_retrievals(span, reader))
+        retrievals.extend(haystack.read_retrievals(span, reader))
     span_scoped, trace_scoped = targets.scopes(span, retrieval)
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
     if span.events and span_scoped:
@@ -237,6 +238,7 @@ def _read_span(
         or vercel_ai.read_generation(span, reader)  # before GenAI: its spans carry GenAI finish reasons only
         or genai.read_generation(span, reader)
         or openllmetry.read_generation(span, reader)
+        or haystack.read_generation(span, reader)
     )
     if generation is not None:  # one span is one generation, whichever conventions it speaks
         generations.append(generation)

@@ -279,8 +279,24 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     if text is None:
         text = _choice_text(attributes, reader)
     if text is None:
+        if _renders_a_prompt(attributes):
+            return None
         text = _output_value_text(attributes, reader, finish_reasons)
     return Generation(span=span, text=text, finish_reasons=tuple(finish_reasons))
+
+
+def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:
+    """An ``LLM`` span that fills a prompt template and names no model: a prompt being built, not a generation.
+
+    The OpenInference Haystack instrumentor gives a ``PromptBuilder`` component the ``LLM`` kind, with the
+    template and the rendered prompt as ``output.value``. Read as a generation, the prompt (which numbers the
+    documents ``[1]``, ``[2]``, ...) became the answer whenever no later generation had text: a generator
+    component the instrumentor did not recognise as one (a class without ``Generator`` in its name whose
+    ``replies`` are typed ``list[str]``, not ``List[str]``), so every document the prompt lists counted as
+    validly cited. A model's own call names its model (LlamaIndex's ``predict``, which also fills a template,
+    records ``llm.model_name``) or reports output messages or choices.
+    """
+    return semconv.OI_LLM_PROMPT_TEMPLATE in attributes and semconv.OI_LLM_MODEL_NAME not in attributes
 
 
 def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str | None:
