@@ -8,6 +8,8 @@ Rules, in order:
     a pipeline (a retriever, reranker, embedding or tool span) with no generation beneath it. Such a trace is
     that step run on its own (an agent loop invoking a retriever tool outside any span of the application),
     and its output is documents, not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
+    A model call that retrieved by itself (OpenAI's hosted ``file_search``, :mod:`.hosted`) is a retrieval and
+    a generation at once: as a root, it is the answer.
 
 A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import semconv
+from .hosted import holds_file_search
 from .openllmetry import llamaindex_step
 from .records import SpanRecord
 from .vector_db import is_hit_event
@@ -77,6 +80,8 @@ class AnswerGroup:
 # Every attribute key the two span rules below read: a span with none of them (and no event) is neither a
 # retrieval nor a marked answer, whatever its values. Callers that must decide for many spans cheaply (the
 # gateway on plain traffic, the span processor) read just these keys and call :func:`may_hold_answer`.
+# ``output.value`` is read of OpenInference LLM spans only: a Responses call that ran ``file_search`` retrieved
+# (:func:`.hosted.holds_file_search`), and nothing else on the span says so.
 ANSWER_HINT_KEYS: frozenset[str] = frozenset(
     {
         semconv.RAG_ANSWER,
@@ -84,6 +89,7 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.OPENINFERENCE_SPAN_KIND,
         semconv.GEN_AI_OPERATION_NAME,
         semconv.TRACELOOP_ENTITY_NAME,
+        semconv.OI_OUTPUT_VALUE,
     }
 )
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
@@ -118,7 +124,8 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     OpenInference ``RETRIEVER``/``RERANKER``; GenAI ``gen_ai.operation.name = retrieval``; OpenLLMetry
     ``vector_db_retrieve`` task spans, LlamaIndex retriever and reranker task spans (by class name, see
     :mod:`.openllmetry`) and vector-DB spans with ``db.query.result``/``db.search.result`` events; any span with
-    our ``rag.retrieval.method``.
+    our ``rag.retrieval.method``; an OpenInference LLM span of an OpenAI Responses call that ran ``file_search``
+    (:mod:`.hosted`), which is a generation too.
     """
     return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
 
@@ -148,7 +155,15 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
         return True
+    if holds_file_search(attributes):
+        return True
     return _reports_results(attributes, event_names)
+
+
+def is_retrieval_step(span: SpanRecord) -> bool:
+    """True for a retrieval span that is only that: its span feedback grades the retrieval. A model call that
+    retrieved by itself (:mod:`.hosted`) also made the answer, so feedback on it is about the answer."""
+    return is_retrieval_span(span) and not holds_file_search(span.attributes)
 
 
 def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: frozenset[str]) -> bool:
@@ -264,6 +279,8 @@ def _trace_answers(
                 root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
+            if holds_file_search(span.attributes):  # it generated too: a tool root above it answers
+                root_has_generation.add(answer_id)
         elif _is_generation(span):
             root_has_generation.add(answer_id)
 
