@@ -41,10 +41,16 @@ from rag_confidence.signals import may_hold_answer as signals_may_hold_answer
 from rag_confidence.signals.answers import _is_step
 from rag_confidence.signals.records import SpanRecord
 
+# An OpenAI Response that ran file_search, as the OpenInference OpenAI instrumentor writes ``output.value``.
+FILE_SEARCH_OUTPUT = (
+    '{"id":"resp_1","output":[{"id":"fs_1","type":"file_search_call","status":"completed",'
+    '"results":[{"file_id":"file-a","score":0.9,"text":"Paris."}]}]}'
+)
 KEYS = [
     *sorted(ANSWER_HINT_KEYS),
     *sorted(RESULT_EVENT_KEYS),
     semconv.RAG_SIGNAL_SUPPORT_LEVEL,
+    semconv.OI_OUTPUT_VALUE,  # read of LLM spans (an OpenAI Responses call that ran file_search)
     "retrieval.documents.0.document.id",
     "retrieval.documents.0.document.score",
     "http.route",
@@ -64,6 +70,7 @@ STRINGS = [
     "true",
     "doc-1",
     "",
+    FILE_SEARCH_OUTPUT,
 ]
 EVENT_NAMES = [
     semconv.DB_QUERY_RESULT,
@@ -575,3 +582,21 @@ def test_invalid_spans_are_dropped_and_the_answer_among_them_is_still_enriched(
     assert [span.name for span in after] == ["db", "GET /items", "db", "GET /items"]
     assert semconv.RAG_CONFIDENCE_TOTAL in attributes_to_dict(after[-1].attributes)
     assert [(scored.trace_id, scored.span_id) for scored in prepared.scored] == [(2, 1)]
+
+
+@pytest.mark.parametrize("with_body", [True, False])
+def test_a_file_search_call_passes_the_screen_and_its_llm_span_is_scored(with_body: bool) -> None:
+    """An OpenInference LLM span of a Responses call that ran file_search is a retrieval and the answer: the
+    screen reads its ``output.value`` for it (a hint key), also in a body holding no other hint key."""
+    plain = ProtoSpan(trace_id=(1).to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="Response")
+    plain.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "LLM"
+    plain.attributes.add(key=semconv.OI_OUTPUT_VALUE).value.string_value = '{"output": []}'
+    hosted = ProtoSpan(trace_id=(2).to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="Response")
+    hosted.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "LLM"
+    hosted.attributes.add(key=semconv.OI_OUTPUT_VALUE).value.string_value = FILE_SEARCH_OUTPUT
+    request = _request([plain, hosted])
+    payload = request.SerializeToString() if with_body else None
+    screen = Screen(payload)
+    assert not screen.may_hold_answer(plain) and not may_hold_answer(plain)
+    assert screen.may_hold_answer(hosted) and may_hold_answer(hosted)
+    assert _answers_scored(request, payload)[0] == ((2, 1),)

@@ -242,6 +242,13 @@ OI_MESSAGE_CONTENT_TYPE_TEXT: Final = "text"
 #: ``config.py`` ``REDACTED_VALUE``: ``hide_retrieval_documents`` for document content and metadata,
 #: ``hide_output_text`` for message text, ``hide_outputs`` for ``output.value``, ``hide_choices``): no data.
 OI_REDACTED_VALUE: Final = "__REDACTED__"
+#: OpenAI Responses API objects as the OpenInference OpenAI instrumentor records them in an LLM span's
+#: ``output.value`` (openai ``types/responses``: ``ResponseFileSearchToolCall``, ``AnnotationFileCitation``):
+#: the output item of a hosted ``file_search`` and the annotation citing a file; the method name its results
+#: are scored under.
+OPENAI_FILE_SEARCH_CALL: Final = "file_search_call"
+OPENAI_FILE_CITATION: Final = "file_citation"
+OPENAI_FILE_SEARCH_METHOD: Final = "file_search"
 OI_EVALUATIONS: Final = "evaluations"
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"

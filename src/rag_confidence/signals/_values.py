@@ -428,11 +428,19 @@ class Evaluation:
 
 
 class Generation:
-    """The text a generation span produced and its finish reasons (lower-cased)."""
+    """The text a generation span produced, its finish reasons (lower-cased) and the references the response
+    cites outside its text (OpenAI ``file_citation`` annotations: file ids)."""
 
-    __slots__ = ("span", "text", "finish_reasons")
+    __slots__ = ("span", "text", "finish_reasons", "citations")
 
-    def __init__(self, span: SpanRecord, text: str | None, finish_reasons: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        span: SpanRecord,
+        text: str | None,
+        finish_reasons: tuple[str, ...] = (),
+        citations: tuple[str, ...] = (),
+    ) -> None:
         self.span = span
         self.text = text
         self.finish_reasons = finish_reasons
+        self.citations = citations

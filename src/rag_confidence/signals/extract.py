@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from . import genai, haystack, openinference, openllmetry, vercel_ai
+from . import genai, haystack, hosted, openinference, openllmetry, vercel_ai
 from ._values import Evaluation, Generation, RawRetrieval, Reader
-from .answers import is_marked_answer, is_retrieval_span
+from .answers import is_marked_answer, is_retrieval_span, is_retrieval_step
 from .candidates import assemble, organize
 from .citations import summarize
 from .documents import build_retrieval
@@ -208,7 +208,7 @@ class _FeedbackTargets:
             return not retrieval, True
         if self._retrieval is None:
             self._retrieval = {
-                (member.trace_id, member.span_id): is_retrieval_span(member) for member in self._spans
+                (member.trace_id, member.span_id): is_retrieval_step(member) for member in self._spans
             }
         about_answer = any(self._retrieval.get(link) is False for link in span.links)
         about_trace = any(trace_id == span.trace_id for trace_id, _ in span.links)
@@ -229,7 +229,9 @@ def _read_span(
         retrievals.extend(genai.read_retrievals(span, reader))
         retrievals.extend(openllmetry.read_retrievals(span, reader))
         retrievals.extend(haystack.read_retrievals(span, reader))
-    span_scoped, trace_scoped = targets.scopes(span, retrieval)
+        retrievals.extend(hosted.read_retrievals(span, reader))
+    # Feedback on a model call that retrieved by itself (hosted file_search) is about its answer.
+    span_scoped, trace_scoped = targets.scopes(span, retrieval and is_retrieval_step(span))
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
     if span.events and span_scoped:
         evaluations.extend(genai.read_evaluations(span, reader))

@@ -175,6 +175,9 @@ def final_answer(
     with_text = [generation for generation in generations if generation.text is not None]
     if with_text:
         answer.text = with_text[-1].text
+        # References the response gives beside its text (OpenAI file citations); a structured answer's own
+        # citation list replaces them below.
+        answer.citations = list(with_text[-1].citations)
         response_id = with_text[-1].span.attributes.get(semconv.GEN_AI_RESPONSE_ID)
         if isinstance(response_id, str) and response_id:
             answer.response_id = response_id

@@ -8,7 +8,9 @@
   ``message.contents``, in index order; ``reasoning`` parts are the model's thinking, not its answer), else from
   the first of the legacy Completions ``llm.choices.{i}.completion.text``, else from
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
-  ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``.
+  ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``; the OpenAI instrumentor's
+  ``output.value`` Response JSON for the ``file_citation`` annotations of a call that ran ``file_search`` (its
+  results are read in :mod:`.hosted`).
 - The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
   retriever whose hidden metadata held its documents' only ids counts as unreadable.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span but a RETRIEVER or RERANKER
@@ -23,6 +25,7 @@ from typing import Any
 
 from .. import semconv
 from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
+from .hosted import read_citations
 from .records import SpanRecord
 
 # Each document's own fields as OpenInference flattens them beneath ``{prefix}.{i}.``; the structured form
@@ -282,7 +285,14 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         if _renders_a_prompt(attributes):
             return None
         text = _output_value_text(attributes, reader, finish_reasons)
-    return Generation(span=span, text=text, finish_reasons=tuple(finish_reasons))
+    # The OpenAI instrumentor's output.value is the Response itself: its file citations are annotations, not
+    # markers in the text.
+    return Generation(
+        span=span,
+        text=text,
+        finish_reasons=tuple(finish_reasons),
+        citations=read_citations(attributes, reader),
+    )
 
 
 def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:

@@ -1,0 +1,487 @@
+"""Hosted retrieval: OpenAI's Responses API with the ``file_search`` tool, under the real OpenAI instrumentors.
+
+The client is the real ``openai`` package; only its HTTP server is faked (``httpx.MockTransport``), because no
+network is available here. The server's JSON is built from the openai package's own Response types, so the
+client parses it as it would parse OpenAI's answer. The tracers are the real
+``openinference-instrumentation-openai`` and ``opentelemetry-instrumentation-openai`` (OpenLLMetry); the third,
+``opentelemetry-instrumentation-openai-v2``, wraps Chat Completions and Embeddings only and records no span for
+the Responses API (docs/signals.md). Expected inputs are written from the results the fake server
+returns, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseFileSearchToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseTextDeltaEvent,
+)
+from openai.types.responses.response_file_search_tool_call import Result
+from openai.types.responses.response_output_text import AnnotationFileCitation
+from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
+from opentelemetry import trace
+from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryOpenAIInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import compute_confidence, semconv
+from rag_confidence.otel import ConfidenceSpanProcessor
+from rag_confidence.signals import (
+    SpanRecord,
+    extract_signals,
+    find_answers,
+    is_retrieval_span,
+    may_hold_answer,
+    records_from_readable_spans,
+)
+
+QUESTION = "What is the capital of France, and which river is the longest there?"
+ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
+VECTOR_STORE = "vs_atlas"
+# What the vector store holds and the fake server's file_search finds: (file_id, filename, score, chunk text,
+# file attributes). Two chunks of one file: the candidate is the file, at its best chunk's score.
+RESULTS = [
+    ("file-atlas", "atlas.md", 0.91, "Paris is the capital of France.", {"document_type": "atlas"}),
+    (
+        "file-rivers",
+        "rivers.md",
+        0.74,
+        "The Loire is the longest river in France.",
+        {"document_type": "guide"},
+    ),
+    ("file-atlas", "atlas.md", 0.52, "Berlin is the capital of Germany.", {"document_type": "atlas"}),
+]
+TOOLS: Any = [{"type": "file_search", "vector_store_ids": [VECTOR_STORE]}]
+INCLUDE: Any = ["file_search_call.results"]
+
+
+def file_search_response(
+    *,
+    results: bool = True,
+    cited: tuple[str, ...] = ("file-atlas", "file-rivers"),
+    response_id: str = "resp_1",
+) -> Response:
+    """A Response as OpenAI returns it for a file_search call: the search item (with ``results`` only when the
+    request included them), then the message with its file citations."""
+    return Response(
+        id=response_id,
+        created_at=1_764_500_000,
+        model="gpt-4.1-mini-2025-04-14",
+        object="response",
+        status="completed",
+        parallel_tool_calls=True,
+        tool_choice="auto",
+        tools=TOOLS,
+        output=[
+            ResponseFileSearchToolCall(
+                id="fs_1",
+                type="file_search_call",
+                status="completed",
+                queries=["capital of France", "longest river in France"],
+                results=[
+                    Result(file_id=file_id, filename=name, score=score, text=text, attributes=attributes)
+                    for file_id, name, score, text, attributes in RESULTS
+                ]
+                if results
+                else None,
+            ),
+            ResponseOutputMessage(
+                id="msg_1",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[
+                    ResponseOutputText(
+                        type="output_text",
+                        text=ANSWER,
+                        annotations=[
+                            AnnotationFileCitation(
+                                type="file_citation", file_id=file_id, filename=f"{file_id}.md", index=index
+                            )
+                            for file_id, index in zip(cited, (31, len(ANSWER), len(ANSWER)), strict=False)
+                        ],
+                    )
+                ],
+            ),
+        ],
+    )
+
+
+def fake_openai(response: Response, requests: list[dict[str, Any]], *, stream: bool = False) -> openai.OpenAI:
+    """The real client over a fake server (no network here) answering every request with ``response``."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        requests.append(json.loads(request.content))
+        if not stream:
+            return httpx.Response(200, json=response.model_dump(mode="json"))
+        created = response.model_copy(update={"status": "in_progress", "output": []})
+        events = [
+            ResponseCreatedEvent(type="response.created", response=created, sequence_number=0),
+            ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                item_id="msg_1",
+                output_index=1,
+                content_index=0,
+                delta=ANSWER,
+                logprobs=[],
+                sequence_number=1,
+            ),
+            ResponseCompletedEvent(type="response.completed", response=response, sequence_number=2),
+        ]
+        body = "".join(f"event: {event.type}\ndata: {event.model_dump_json()}\n\n" for event in events)
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    return openai.OpenAI(
+        api_key="sk-test",
+        base_url="https://api.openai.test/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(handle)),
+    )
+
+
+def ask(client: openai.OpenAI, *, include: bool = True) -> str:
+    response = client.responses.create(
+        model="gpt-4.1-mini", input=QUESTION, tools=TOOLS, **({"include": INCLUDE} if include else {})
+    )
+    return response.output_text
+
+
+def expected_inputs(cited: tuple[str, ...] = ("file-atlas", "file-rivers")) -> dict[str, Any]:
+    """What the file_search results say, written out: one candidate per file at its best chunk's score."""
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for file_id, _, score, _, attributes in RESULTS:
+        if file_id not in best or score > best[file_id][0]:
+            best[file_id] = (score, attributes)
+    candidates = []
+    for rank, (file_id, (score, attributes)) in enumerate(
+        sorted(best.items(), key=lambda item: -item[1][0]), start=1
+    ):
+        candidates.append(
+            {
+                "retrievalScores": {"file_search": score},
+                "combinedScore": score,
+                "documentId": file_id,
+                "documentType": attributes["document_type"],
+                "rank": rank,
+            }
+        )
+    valid = {file_id for file_id in cited if file_id in best}
+    return {
+        "candidates": candidates,
+        "citationCount": len(valid),
+        "invalidCitationCount": len(set(cited) - valid),
+        "supportLevel": "medium",  # the default: nothing on these spans says more
+    }
+
+
+def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(processor(exporter))
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter, provider
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture()
+def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(OpenInferenceOpenAIInstrumentor(), SimpleSpanProcessor)
+
+
+@pytest.fixture()
+def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    """Exports through ConfidenceSpanProcessor, as an application would."""
+    yield from traced(
+        OpenInferenceOpenAIInstrumentor(),
+        lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)),
+    )
+
+
+@pytest.fixture()
+def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(
+        OpenLLMetryOpenAIInstrumentor(),
+        lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)),
+    )
+
+
+def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
+    return records_from_readable_spans(exporter.get_finished_spans())
+
+
+def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [
+        span
+        for span in exporter.get_finished_spans()
+        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
+    ]
+
+
+# -- what the instrumentors record -----------------------------------------------------------------------------
+
+
+def test_openinference_records_the_whole_response_results_and_annotations_included(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """One LLM span, no retriever span; its ``output.value`` is the Response JSON, with the file_search results
+    (only because the request asked for them) and the file citations."""
+    exporter, _ = openinference
+    requests: list[dict[str, Any]] = []
+    assert ask(fake_openai(file_search_response(), requests)) == ANSWER
+    assert requests[0]["include"] == INCLUDE
+
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "LLM"
+    recorded = json.loads(attributes[semconv.OI_OUTPUT_VALUE])
+    search, message = recorded["output"]
+    assert search["type"] == "file_search_call"
+    assert [(r["file_id"], r["score"], r["text"]) for r in search["results"]] == [
+        (file_id, score, text) for file_id, _, score, text, _ in RESULTS
+    ]
+    assert [a["file_id"] for a in message["content"][0]["annotations"]] == ["file-atlas", "file-rivers"]
+    # The message text is also in the flattened output messages, which the answer text is read from.
+    assert ANSWER in attributes.values()
+
+
+def test_openllmetry_records_the_text_but_neither_results_nor_citations(
+    openllmetry: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """opentelemetry-instrumentation-openai: one ``chat`` span with the output text and finish reason
+    ``tool_call``; nothing of what file_search found, nothing of the annotations. No retrieval, no answer, no
+    scorecard."""
+    exporter, _ = openllmetry
+    ask(fake_openai(file_search_response(), []))
+
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])[0]["parts"] == [
+        {"type": "text", "content": ANSWER}
+    ]
+    flat = json.dumps(attributes, default=str)
+    assert "file-atlas" not in flat and "file_citation" not in flat
+    assert find_answers(records(exporter)) == []
+    assert scored(exporter) == []
+
+
+# -- scoring what OpenInference records ------------------------------------------------------------------------
+
+
+def test_a_bare_file_search_call_is_its_own_answer(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """No span of the application's: the LLM span is the trace's root, a retrieval and a generation at once,
+    and so the answer (rule (c) without the step exception)."""
+    exporter, _ = openinference
+    ask(fake_openai(file_search_response(), []))
+
+    spans = records(exporter)
+    (span,) = spans
+    assert is_retrieval_span(span)
+    assert may_hold_answer(span.attributes)
+    (group,) = find_answers(spans)
+    assert group.answer is span and group.rule == "root"
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected_inputs()
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert compute_confidence(signals.inputs).total == compute_confidence(expected_inputs()).total
+
+
+def test_the_span_processor_scores_the_bare_call_and_the_application_span_around_one(
+    openinference_scored: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """End to end through ConfidenceSpanProcessor: a bare call's LLM span carries the scorecard; inside a span of
+    the application's, that span (the local root) does, and the LLM span does not."""
+    exporter, provider = openinference_scored
+    expected = compute_confidence(expected_inputs())
+
+    ask(fake_openai(file_search_response(), []))
+    (answer,) = scored(exporter)
+    assert answer.name == "Response" and answer.parent is None
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+    assert answer.attributes[semconv.RAG_CONFIDENCE_CANDIDATES] == 2
+
+    exporter.clear()
+    with provider.get_tracer("app").start_as_current_span("POST /ask"):
+        ask(fake_openai(file_search_response(), []))
+    (answer,) = scored(exporter)
+    assert answer.name == "POST /ask"
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+    assert len(exporter.get_finished_spans()) == 2
+
+
+def test_a_streamed_file_search_call_is_read_from_the_completed_response(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """With ``stream=True`` the tracer records the ``response.completed`` event's Response: the same inputs."""
+    exporter, _ = openinference
+    client = fake_openai(file_search_response(), [], stream=True)
+    stream = client.responses.create(
+        model="gpt-4.1-mini", input=QUESTION, tools=TOOLS, include=INCLUDE, stream=True
+    )
+    deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
+    assert "".join(deltas) == ANSWER
+
+    (group,) = find_answers(records(exporter))
+    assert extract_signals(group.spans).inputs == expected_inputs()
+
+
+def test_a_citation_of_a_file_the_search_did_not_return_is_invalid(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    exporter, _ = openinference
+    cited = ("file-atlas", "file-elsewhere")
+    ask(fake_openai(file_search_response(cited=cited), []))
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected_inputs(cited)
+    assert signals.inputs["invalidCitationCount"] == 1
+    assert "invalid-citations" in [w.code for w in compute_confidence(signals.inputs).meta.warnings]
+
+
+def test_without_include_the_search_is_known_but_not_what_it_found(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """OpenAI returns ``results: null`` unless the request includes ``file_search_call.results``. The answer is
+    still found and scored, without candidates; the retrieval counts as unreadable, so the file citations are
+    not judged against documents nobody knows."""
+    exporter, _ = openinference
+    requests: list[dict[str, Any]] = []
+    ask(fake_openai(file_search_response(results=False), requests), include=False)
+    assert "include" not in requests[0]
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert "missing-candidates" in [w.code for w in compute_confidence(signals.inputs).meta.warnings]
+
+
+def test_feedback_on_the_call_is_about_its_answer(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Span feedback on a retriever grades the retrieval; on a call that retrieved and answered, it grades the
+    answer (here an OpenInference evaluation a judge attached to the recorded span)."""
+    exporter, _ = openinference
+    ask(fake_openai(file_search_response(), []))
+    (span,) = records(exporter)
+    judged = SpanRecord(
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.name,
+        {
+            **span.attributes,
+            "evaluations.0.evaluation.name": "faithfulness",
+            "evaluations.0.evaluation.score": 0.9,
+        },
+    )
+    signals = extract_signals(find_answers([judged])[0].spans)
+    assert signals.inputs["faithfulnessScore"] == 0.9
+    assert signals.inputs["supportLevel"] == "high"
+
+
+def test_a_tool_span_around_a_file_search_call_answers(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A tool root is a bare step unless a generation lies beneath it: a file_search call is one."""
+    exporter, provider = openinference
+    with provider.get_tracer("app").start_as_current_span(
+        "lookup", attributes={"openinference.span.kind": "TOOL"}
+    ):
+        ask(fake_openai(file_search_response(), []))
+
+    (group,) = find_answers(records(exporter))
+    assert group.answer.name == "lookup"
+    assert extract_signals(group.spans).inputs == expected_inputs()
+
+
+def test_a_response_that_did_not_search_is_no_retrieval(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """The tool offered but not called, and an answer that merely quotes the item type: no retrieval."""
+    exporter, _ = openinference
+    response = file_search_response()
+    quoting = response.model_copy(
+        update={
+            "output": [
+                ResponseOutputMessage(
+                    id="msg_1",
+                    type="message",
+                    role="assistant",
+                    status="completed",
+                    content=[
+                        ResponseOutputText(
+                            type="output_text",
+                            text='Items look like {"type": "file_search_call"}.',
+                            annotations=[],
+                        )
+                    ],
+                )
+            ]
+        }
+    )
+    ask(fake_openai(quoting, []))
+    (span,) = records(exporter)
+    assert not is_retrieval_span(span) and not may_hold_answer(span.attributes)
+    assert find_answers([span]) == []
+
+
+# -- the workaround where the spans do not carry the results ----------------------------------------------------
+
+
+def record_file_search(response: Any, tracer: trace.Tracer) -> None:
+    """The documented workaround: put what file_search found on a GenAI retrieval span of the application's."""
+    documents = [
+        {"id": result.file_id, "score": result.score, "content": result.text, "metadata": result.attributes}
+        for item in response.output
+        if item.type == "file_search_call"
+        for result in item.results or ()
+    ]
+    with tracer.start_as_current_span("retrieval file_search") as span:
+        span.set_attribute(semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_OPERATION_RETRIEVAL)
+        span.set_attribute(semconv.GEN_AI_DATA_SOURCE_ID, "file_search")
+        span.set_attribute(semconv.GEN_AI_RETRIEVAL_DOCUMENTS, json.dumps(documents))
+
+
+def test_under_openllmetry_a_retrieval_span_of_your_own_is_scored(
+    openllmetry: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """OpenLLMetry's span says nothing of the search: record its results yourself (with ``include=``) and the
+    application's span is scored on them, the answer text coming from OpenLLMetry's span. The file citations
+    are not on any span: count them yourself (``record_signals``) if they should count."""
+    exporter, provider = openllmetry
+    tracer = provider.get_tracer("app")
+    client = fake_openai(file_search_response(), [])
+    with tracer.start_as_current_span("POST /ask"):
+        response = client.responses.create(model="gpt-4.1-mini", input=QUESTION, tools=TOOLS, include=INCLUDE)
+        record_file_search(response, tracer)
+
+    expected = expected_inputs()
+    del expected["citationCount"], expected["invalidCitationCount"]
+    (group,) = find_answers(records(exporter))
+    assert group.answer.name == "POST /ask"
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected
+    (answer,) = scored(exporter)
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
