@@ -40,6 +40,7 @@ COMPILED = [
     "src/rag_confidence/signals/candidates.py",
     "src/rag_confidence/signals/citations.py",
     "src/rag_confidence/signals/documents.py",
+    "src/rag_confidence/signals/dspy_format.py",
     "src/rag_confidence/signals/extract.py",
     "src/rag_confidence/signals/genai.py",
     "src/rag_confidence/signals/generation.py",

@@ -195,6 +195,14 @@ AI_SDK_MODEL_CALL_OPERATIONS: Final = frozenset({"ai.generateText.doGenerate", "
 AI_SDK_RESPONSE_TEXT: Final = "ai.response.text"
 AI_SDK_RESPONSE_FINISH_REASON: Final = "ai.response.finishReason"
 
+# DSPy (``dspy`` 3.x) ``ChatAdapter``, DSPy's default adapter: a model's output text holds each output field of
+# the signature under a header line ``[[ ## <field> ## ]]``, and ends with the header of an empty field
+# ``completed`` (dspy ``adapters/chat_adapter.py``, ``field_header_pattern`` and ``format_field_structure``). Read
+# from the answer text of any convention, since the format is in the text, not in a span attribute.
+DSPY_FIELD_HEADER_OPEN: Final = "[[ ## "
+DSPY_FIELD_HEADER_CLOSE: Final = " ## ]]"
+DSPY_COMPLETED_FIELD: Final = "completed"
+
 # OpenInference
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 OPENINFERENCE_KIND_RETRIEVER: Final = "RETRIEVER"

@@ -9,7 +9,9 @@ A generation inside an OpenInference ``EVALUATOR`` span is a judge's, neither th
 
 A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
 through ``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field
-is the text searched for citation markers.
+is the text searched for citation markers. So is the text of DSPy's default ``ChatAdapter``, whose fields stand
+under ``[[ ## name ## ]]`` headers (:mod:`.dspy_format`): a ``ChainOfThought``'s reasoning is no part of the
+answer searched for markers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, unredacted
+from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, loads_json, unredacted
+from .dspy_format import adapter_fields
 from .native import _support_level
 from .options import SignalOptions
 from .records import SpanRecord
@@ -198,19 +201,13 @@ def final_answer(
 
 def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> None:
     assert answer.text is not None
-    text = answer.text.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    if not text.startswith("{") or len(text) > MAX_JSON_CHARS:
-        return
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        return  # prose that happens to start with a brace is still an answer, not a bad value
-    if not isinstance(parsed, Mapping):
+    keys = options.answer_keys
+    parsed = _json_fields(answer.text)
+    if parsed is None:
+        parsed = _dspy_fields(answer.text, keys.get("answer", ()), reader)
+    if parsed is None:
         return
     answer.structured = True
-    keys = options.answer_keys
     body = first_key(parsed, keys.get("answer", ()))
     answer.text = body if isinstance(body, str) else None
     stated = answer.stated
@@ -234,6 +231,48 @@ def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> 
     citations = first_key(parsed, keys.get("citations", ()))
     if citations is not None:
         answer.citations = _citation_references(citations, options, reader)
+
+
+def _json_fields(text: str) -> Mapping[str, Any] | None:
+    """The object of a JSON answer (optionally in a fenced block), else None."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    if not text.startswith("{") or len(text) > MAX_JSON_CHARS:
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # prose that happens to start with a brace is still an answer, not a bad value
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+def _dspy_fields(text: str, answer_keys: Sequence[str], reader: Reader) -> Mapping[str, Any] | None:
+    """The output fields of a DSPy ``ChatAdapter`` text (:mod:`.dspy_format`), else None.
+
+    The answer fields stay text (an answer of ``42`` is not the number 42). The others are read as DSPy wrote
+    them: a signature field of a type other than ``str`` (``citations: list[int]``, ``faithfulness: float``) is
+    the JSON of its value; a ``str`` field is its text. A value that looks like JSON but is none (a Python
+    literal such as ``['a']``) is skipped and counted, rather than read as one citation named ``['a']``.
+    """
+    if len(text) > MAX_JSON_CHARS:
+        return None
+    fields = adapter_fields(text)
+    if fields is None:
+        return None
+    parsed: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in answer_keys:
+            parsed[name] = value
+            continue
+        try:
+            parsed[name] = loads_json(value)
+        except (ValueError, RecursionError):
+            if value.startswith(("[", "{")):
+                reader.skip()
+            else:
+                parsed[name] = value
+    return parsed
 
 
 def _citation_references(value: Any, options: SignalOptions, reader: Reader) -> list[str]:
