@@ -281,3 +281,18 @@ def test_a_root_that_is_one_step_is_no_answer_unless_marked(attributes: dict[str
         [chain, SpanRecord(3, 2, 1, "search_kb", attributes), SpanRecord(3, 3, 2, "r", RETRIEVER)]
     )
     assert group.answer is chain
+
+
+def test_keys_outside_the_trigger_set_never_make_a_span_pass_alone() -> None:
+    """Screens count and test only ANSWER_TRIGGER_KEYS before reading a span: that is safe only if every other
+    hint key needs a trigger key beside it (``output.value`` is read of OpenInference LLM spans only)."""
+    from rag_confidence.signals.answers import ANSWER_HINT_KEYS, ANSWER_TRIGGER_KEYS, may_hold_answer
+
+    file_search = '{"output": [{"type": "file_search_call", "results": null}]}'
+    companions = ANSWER_HINT_KEYS - ANSWER_TRIGGER_KEYS
+    assert companions == {semconv.OI_OUTPUT_VALUE}
+    for key in companions:
+        assert not may_hold_answer({key: file_search})
+    assert may_hold_answer(
+        {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM, semconv.OI_OUTPUT_VALUE: file_search}
+    )

@@ -32,11 +32,12 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
-from ..signals.answers import ANSWER_HINT_KEYS, RESULT_EVENT_KEYS, RESULT_EVENT_NAMES
+from ..signals.answers import ANSWER_HINT_KEYS, ANSWER_TRIGGER_KEYS, RESULT_EVENT_KEYS, RESULT_EVENT_NAMES
 from ..signals.answers import may_hold_answer as signals_may_hold_answer
 from .spans import attributes_to_dict
 
-_KEY_BYTES = tuple(key.encode() for key in sorted(ANSWER_HINT_KEYS))
+# Only the keys a span can pass on are counted and tested (``ANSWER_TRIGGER_KEYS``); the full rule reads all.
+_KEY_BYTES = tuple(key.encode() for key in sorted(ANSWER_TRIGGER_KEYS))
 _EVENT_BYTES = tuple(name.encode() for name in sorted(RESULT_EVENT_NAMES))
 # The keys read of a span with result events.
 _RESULT_SPAN_KEYS = ANSWER_HINT_KEYS | RESULT_EVENT_KEYS
@@ -131,7 +132,7 @@ class Screen:
         # the full rule only for the few spans that pass it. A span of a trace already answering is only read
         # when counting.
         keys, events = self._keys, self._events
-        hint_keys = ANSWER_HINT_KEYS
+        hint_keys = ANSWER_TRIGGER_KEYS
         result_events = RESULT_EVENT_NAMES
         for index in range(first, end):
             if unseen == 0:

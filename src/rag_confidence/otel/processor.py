@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanContext
 from .. import semconv
 from ..scoring.models import ScoringConfig
 from ..signals import SignalOptions, find_answers
-from ..signals.answers import ANSWER_HINT_KEYS, may_hold_answer
+from ..signals.answers import ANSWER_TRIGGER_KEYS, may_hold_answer
 from ..signals.records import EventRecord, SpanRecord, ended_span_attributes, ended_span_has_events
 from . import registry
 from .answer_scoring import AnswerScorer, ScoredAnswer
@@ -456,7 +456,7 @@ def _may_hold_answer(span: ReadableSpan) -> bool:
     key check is one C-level pass, so ordinary traffic costs next to nothing here.
     """
     attributes = ended_span_attributes(span)
-    if ANSWER_HINT_KEYS.isdisjoint(attributes) and not ended_span_has_events(span):
+    if ANSWER_TRIGGER_KEYS.isdisjoint(attributes) and not ended_span_has_events(span):
         return False
     return may_hold_answer(attributes, [event.name for event in span.events])
 

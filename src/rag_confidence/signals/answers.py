@@ -95,6 +95,10 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.OI_OUTPUT_VALUE,
     }
 )
+# The hint keys without which no span passes the rules: ``output.value`` is read only beside an OpenInference
+# kind, so a screen that counts or tests keys to rule spans out needs only these (and reads the others of the
+# spans that pass).
+ANSWER_TRIGGER_KEYS: frozenset[str] = ANSWER_HINT_KEYS - {semconv.OI_OUTPUT_VALUE}
 # Span events that make their span a retrieval (vector-DB instrumentors report one per result).
 RESULT_EVENT_NAMES: frozenset[str] = frozenset({semconv.DB_QUERY_RESULT, semconv.DB_SEARCH_RESULT})
 
