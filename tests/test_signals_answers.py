@@ -294,5 +294,8 @@ def test_keys_outside_the_trigger_set_never_make_a_span_pass_alone() -> None:
     for key in companions:
         assert not may_hold_answer({key: file_search})
     assert may_hold_answer(
-        {semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM, semconv.OI_OUTPUT_VALUE: file_search}
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM,
+            semconv.OI_OUTPUT_VALUE: file_search,
+        }
     )
