@@ -541,7 +541,7 @@ def test_spring_ai_finish_reasons_json_string(downstream: DownstreamReceiver) ->
 def test_semantic_kernel_dotnet_singular_finish_reason(downstream: DownstreamReceiver) -> None:
     """Semantic Kernel .NET (semantic-kernel ``dotnet/src/InternalUtilities/src/Diagnostics/ModelDiagnostics.cs``):
     ``gen_ai.response.finish_reason`` (singular) holding ``["Length"]``, the completion in a ``gen_ai.choice``
-    span event (sensitive diagnostics on), which is not read (see docs/signals.md)."""
+    span event (sensitive diagnostics on)."""
     request = _marked_chat_trace(
         {
             "gen_ai.operation.name": "chat",
@@ -569,6 +569,60 @@ def test_semantic_kernel_dotnet_singular_finish_reason(downstream: DownstreamRec
     answer = _through_gateway(request, downstream, "grpc")["answer"]
     assert answer[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
     assert answer[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+
+
+def test_semantic_kernel_dotnet_choice_event_is_the_answer_text(downstream: DownstreamReceiver) -> None:
+    """The ``gen_ai.choice`` span event Semantic Kernel .NET writes with sensitive diagnostics on
+    (``ModelDiagnostics.cs``, ``SetCompletionResponse`` / ``ToGenAIConventionsChoiceFormat``: the body as JSON
+    in ``gen_ai.event.content``, the role as ``AuthorRole`` prints it) is the chat span's answer text: with no
+    text set by the application, its markers are the citations."""
+    chat = _span(
+        "chat.completions gpt-4o",
+        3,
+        1,
+        {
+            "gen_ai.operation.name": "chat.completions",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.response.finish_reason": '["Stop"]',
+        },
+        kind=ProtoSpan.SPAN_KIND_CLIENT,
+        events=[
+            (
+                "gen_ai.user.message",
+                {"gen_ai.event.content": json.dumps({"role": "user", "content": "Refunds?"})},
+            ),
+            (
+                "gen_ai.choice",
+                {
+                    "gen_ai.event.content": json.dumps(
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "name": None,
+                                "content": _AI_SDK_TEXT,
+                                "tool_calls": [],
+                            },
+                            "tool_calls": [],
+                            "finish_reason": "Stop",
+                        }
+                    )
+                },
+            ),
+        ],
+        end=60,
+    )
+    answer = _span("answer", 1, None, {semconv.RAG_ANSWER: True}, end=70)
+    request = _request(
+        [_retrieval_span(2, 1, 20), chat, answer],
+        "Microsoft.SemanticKernel.Diagnostics",
+        service="dotnet-app",
+    )
+    scored = _through_gateway(request, downstream, "protobuf")["answer"]
+    _assert_scored(scored, _AI_SDK_EXPECTED)
+    assert scored[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert scored[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
 
 
 # ------------------------------------------------------------------------------ OpenInference JS (LangChain.js)

@@ -125,6 +125,13 @@ GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+#: The answer as a span event, the form the GenAI conventions gave it before ``gen_ai.output.messages``: one
+#: ``gen_ai.choice`` event per choice, its body as JSON in the ``gen_ai.event.content`` attribute
+#: (``{"index", "finish_reason", "message": {"role", "content"}}``; a bare string ``message`` for a text
+#: completion). Semantic Kernel .NET (``ModelDiagnostics.cs``, sensitive diagnostics on) and Azure AI Inference
+#: (``azure.ai.inference.tracing``, content recording on) still write it.
+GEN_AI_CHOICE_EVENT: Final = "gen_ai.choice"
+GEN_AI_EVENT_CONTENT: Final = "gen_ai.event.content"
 #: Read from the answer's generation span and written on the evaluation event, which the GenAI conventions
 #: recommend to correlate with the response it evaluates.
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"

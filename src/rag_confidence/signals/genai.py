@@ -9,7 +9,9 @@
   answer) and ``gen_ai.response.finish_reasons`` / the messages' ``finish_reason``. With content capture off
   only the finish reasons are written: a generation without text, still read for truncation. Spring AI writes
   the finish reasons as a JSON array in a string, Semantic Kernel under the singular
-  ``gen_ai.response.finish_reason`` (.NET: the same JSON string): both are read.
+  ``gen_ai.response.finish_reason`` (.NET: the same JSON string): both are read. Without output messages, the
+  span's ``gen_ai.choice`` events (the conventions' earlier span-event form, which Semantic Kernel .NET and
+  Azure AI Inference write) give the text and finish reasons.
 """
 
 from __future__ import annotations
@@ -92,7 +94,8 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     declared = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
     if declared is None:
         declared = attributes.get(semconv.SK_RESPONSE_FINISH_REASON)
-    if raw_messages is None and declared is None:
+    choices = _choice_bodies(span, reader) if raw_messages is None and span.events else None
+    if raw_messages is None and declared is None and choices is None:
         return None
     if isinstance(declared, str) and declared.startswith("["):
         # A JSON array in a string (Spring AI, Semantic Kernel .NET: ``["STOP"]``), not one reason.
@@ -102,6 +105,8 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         finish_reasons.extend(reason.lower() for reason in declared if isinstance(reason, str) and reason)
     elif isinstance(declared, str) and declared:
         finish_reasons.append(declared.lower())
+    if choices is not None:
+        return _choices_generation(span, choices, finish_reasons, reader)
     if raw_messages is None:
         # Content capture off (the messages are opt-in, the finish reasons recommended): a generation still
         # happened, and whether it was cut short is known without its text.
@@ -129,6 +134,49 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
                     texts.append(part["content"])
         elif isinstance(message.get("content"), str):
             texts.append(message["content"])
+    return Generation(
+        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
+    )
+
+
+def _choice_bodies(span: SpanRecord, reader: Reader) -> list[Mapping[str, Any]] | None:
+    """The bodies of the span's ``gen_ai.choice`` events (see :data:`~rag_confidence.semconv.GEN_AI_CHOICE_EVENT`),
+    in order; None when it has no such event. A body that is no JSON object is skipped and counted."""
+    bodies: list[Mapping[str, Any]] | None = None
+    for event in span.events:
+        if event.name != semconv.GEN_AI_CHOICE_EVENT:
+            continue
+        if bodies is None:
+            bodies = []
+        body = reader.mapping(event.attributes.get(semconv.GEN_AI_EVENT_CONTENT))
+        if body is not None:
+            bodies.append(body)
+    return bodies
+
+
+def _choices_generation(
+    span: SpanRecord, choices: list[Mapping[str, Any]], finish_reasons: list[str], reader: Reader
+) -> Generation | None:
+    """One generation from ``gen_ai.choice`` bodies: the model's messages' text (a choice recorded with content
+    capture off has none: then a generation without text, still read for truncation; None without either)."""
+    texts = []
+    for choice in choices:
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason and reason.lower() not in finish_reasons:
+            finish_reasons.append(reason.lower())
+        message = choice.get("message")
+        if isinstance(message, str):  # a text completion's choice (Semantic Kernel's TextContent)
+            content: Any = message
+        elif isinstance(message, Mapping):
+            if not is_answer_role(message.get("role"), reader):
+                continue
+            content = message.get("content")
+        else:
+            continue
+        if isinstance(content, str) and content:
+            texts.append(content)
+    if not texts and not finish_reasons:
+        return None
     return Generation(
         span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
     )
