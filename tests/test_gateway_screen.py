@@ -71,6 +71,12 @@ STRINGS = [
     "doc-1",
     "",
     FILE_SEARCH_OUTPUT,
+    FILE_SEARCH_OUTPUT[:60],  # cut short by a value length limit: the search ran, its results are unreadable
+    # A framework's JSON holding the item deeper down (LangChain's LLMResult of a Responses call): no Response.
+    '{"generations": [[{"tool_outputs": [{"type": "file_search_call", "results": null}]}]]}',
+    "InMemoryBM25Retriever",  # Haystack component class names (haystack.component.type)
+    "TransformersSimilarityRanker",
+    "DocumentJoiner",
 ]
 EVENT_NAMES = [
     semconv.DB_QUERY_RESULT,

@@ -269,6 +269,69 @@ def test_a_legacy_completion_with_a_finish_reason_and_no_text_is_read_for_trunca
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
 
 
+@pytest.mark.parametrize(
+    "reason_key", [semconv.SK_RESPONSE_FINISH_REASON, semconv.GEN_AI_RESPONSE_FINISH_REASONS]
+)
+def test_legacy_completions_beside_a_genai_finish_reason_keep_their_text(reason_key: str) -> None:
+    """OpenLLMetry-style instrumentors write the text as ``gen_ai.completion.{i}.content`` and the reason under
+    a GenAI key: traceloop's ``SpanAttributes.GEN_AI_RESPONSE_FINISH_REASON`` is the singular key Semantic
+    Kernel writes too. The GenAI reader, first, took the reason for a generation with content capture off, and
+    the text was never read: no citation input, though the answer cites. The span's text and both readers'
+    reasons make one generation."""
+    retriever = SpanRecord(
+        1,
+        2,
+        1,
+        "search",
+        {
+            semconv.GEN_AI_OPERATION_NAME: "retrieval",
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: '[{"id": "doc-1", "score": 0.9}, {"id": "doc-2", "score": 0.5}]',
+        },
+        end_time=1,
+    )
+    completion = SpanRecord(
+        1,
+        3,
+        1,
+        "openai.chat",
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Paris is the capital of France [doc-1].",
+            reason_key: "length" if reason_key == semconv.SK_RESPONSE_FINISH_REASON else ("length",),
+        },
+        end_time=2,
+    )
+    root = SpanRecord(1, 1, None, "rag", {semconv.RAG_ANSWER: True}, end_time=3)
+    signals = extract_signals([root, retriever, completion])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.skipped == 0
+
+
+def test_an_ai_sdk_operation_id_of_another_type_is_no_reason_to_lose_the_generation() -> None:
+    """``ai.operationId`` is compared as a string only: a kvlist (a dict in the gateway) is unhashable, and the
+    set lookup raised, which cost the span its GenAI generation (and counted a skip)."""
+    chat = SpanRecord(
+        1,
+        2,
+        1,
+        "chat",
+        {
+            semconv.GEN_AI_OPERATION_NAME: "chat",
+            semconv.AI_SDK_OPERATION_ID: {"name": "ai.generateText.doGenerate"},
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "Paris [1]."}]}]
+            ),
+        },
+        end_time=2,
+    )
+    root = SpanRecord(1, 1, None, "rag", {semconv.RAG_ANSWER: True}, end_time=3)
+    signals = extract_signals([root, chat])
+    assert signals.skipped == 0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+
+
 def test_openllmetry_vector_db_events(traced: tuple[Tracer, InMemorySpanExporter]) -> None:
     tracer, exporter = traced
     with tracer.start_as_current_span("workflow"):

@@ -18,14 +18,16 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel, FakeListChatModel, FakeListLLM
+from langchain_core.language_models import BaseChatModel, BaseLLM, FakeListChatModel, FakeListLLM
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.output_parsers import StrOutputParser
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult, LLMResult
+from langchain_core.outputs import Generation as LCGeneration
 from langchain_core.prompts import PromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
+from openinference.instrumentation import using_prompt_template
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry import trace
 from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangchainInstrumentor
@@ -310,6 +312,64 @@ def test_application_span_around_the_chain_is_the_answer(openinference: InMemory
     # No markers in the answer: nothing derived, nothing penalised.
     assert "citationCount" not in signals.inputs
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+
+
+class UnnamedModelLLM(BaseLLM):
+    """An in-house completion endpoint wrapped as a LangChain LLM: it names no model (nor does ``LlamaCpp``),
+    so its OpenInference span has no ``llm.model_name``; it was cut short."""
+
+    text: str
+
+    def _generate(
+        self,
+        prompts: list[str],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> LLMResult:
+        return LLMResult(
+            generations=[
+                [LCGeneration(text=self.text, generation_info={"finish_reason": "length"})] for _ in prompts
+            ]
+        )
+
+    @property
+    def _llm_type(self) -> str:
+        return "in-house"
+
+
+def test_a_model_call_inside_using_prompt_template_is_a_generation(
+    openinference: InMemorySpanExporter,
+) -> None:
+    """``using_prompt_template`` (prompt versioning) puts ``llm.prompt_template.template`` on every span of the
+    block, the model call's too. A model call that names no model was then taken for a Haystack prompt builder
+    and dropped: the answer's text, citations and truncation were lost. Its request (``llm.invocation_parameters``,
+    ``llm.prompts``) says it called a model."""
+    store = make_store()
+    app_provider = TracerProvider()
+    app_provider.add_span_processor(SimpleSpanProcessor(openinference))
+    tracer = app_provider.get_tracer("app")
+    second_id = expected_vector_hits(store)[1][0]
+    text = f"Paris is the capital of France [1]. Not Berlin [{second_id}]."
+    openinference.clear()
+
+    with tracer.start_as_current_span("answer") as span:
+        span.set_attribute(semconv.RAG_ANSWER, True)
+        with using_prompt_template(template="Context:\n{context}\n\nQuestion: {question}", version="v3"):
+            single_retriever_chain(UnnamedModelLLM(text=text), store).invoke(QUESTION)
+
+    llm_spans = [
+        s
+        for s in openinference.get_finished_spans()
+        if (s.attributes or {}).get("openinference.span.kind") == "LLM"
+    ]
+    assert len(llm_spans) == 1
+    attributes = llm_spans[0].attributes or {}
+    assert semconv.OI_LLM_PROMPT_TEMPLATE in attributes and semconv.OI_LLM_MODEL_NAME not in attributes
+    signals = extract_signals(only_answer(openinference).spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
 
 
 def test_openinference_spans_are_not_current_inside_runnables(openinference: InMemorySpanExporter) -> None:

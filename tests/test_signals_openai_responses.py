@@ -11,6 +11,7 @@ returns, never from the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -444,6 +445,69 @@ def test_a_response_that_did_not_search_is_no_retrieval(
     (span,) = records(exporter)
     assert not is_retrieval_span(span) and not may_hold_answer(span.attributes)
     assert find_answers([span]) == []
+
+
+def langchain_llm_result(response: Response) -> str:
+    """``output.value`` as the OpenInference LangChain tracer writes it for a ``ChatOpenAI`` on the Responses API
+    (``json.dumps`` of the run's ``LLMResult``): the built-in tool calls in the message's ``tool_outputs``
+    (langchain-openai's default output format), the Response's own fields in ``response_metadata``."""
+    message = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "AIMessage"],
+        "kwargs": {
+            "content": response.output_text,
+            "additional_kwargs": {
+                "tool_outputs": [
+                    item.model_dump() for item in response.output if item.type == "file_search_call"
+                ]
+            },
+            "response_metadata": {"id": response.id, "object": "response", "model": response.model},
+        },
+    }
+    generation = {"text": response.output_text, "type": "ChatGeneration", "message": message}
+    return json.dumps({"generations": [[generation]], "llm_output": None, "run": None, "type": "LLMResult"})
+
+
+def test_a_framework_llm_span_holding_the_search_in_its_own_json_is_no_response(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """LangChain's LLM span around the OpenAI call holds the ``file_search_call`` item inside its ``LLMResult``,
+    not as an output item of a Response. Read as a Response it was a retrieval that could not be read: no
+    citation input was derived for the whole answer (the OpenAI span beneath had every result) and a value was
+    counted as skipped. Only the OpenAI instrumentor's span is the search."""
+    exporter, _ = openinference
+    response = file_search_response()
+    ask(fake_openai(response, []))
+    (openai_span,) = records(exporter)
+    trace_id = openai_span.trace_id
+    chain = SpanRecord(
+        trace_id, 1, None, "RunnableSequence", {"openinference.span.kind": "CHAIN"}, end_time=(1 << 62)
+    )
+    langchain_llm = SpanRecord(
+        trace_id,
+        2,
+        1,
+        "ChatOpenAI",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4.1-mini",
+            "output.value": langchain_llm_result(response),
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": response.output_text,
+        },
+        end_time=(1 << 62) - 1,
+    )
+    nested = dataclasses.replace(openai_span, parent_span_id=2, parent_is_remote=False)
+
+    assert not is_retrieval_span(langchain_llm) and not may_hold_answer(langchain_llm.attributes)
+    (group,) = find_answers([chain, langchain_llm, nested])
+    assert group.answer is chain
+    signals = extract_signals(group.spans)
+    assert signals.skipped == 0
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    assert signals.inputs["candidates"] == expected_inputs()["candidates"]
 
 
 # -- the workaround where the spans do not carry the results ----------------------------------------------------

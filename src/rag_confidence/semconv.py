@@ -229,6 +229,25 @@ OI_LLM_FINISH_REASON: Final = "llm.finish_reason"
 #: LLM_PROMPT_TEMPLATE``); openinference-instrumentation-haystack sets it on ``PromptBuilder`` spans, which it
 #: also gives the ``LLM`` kind although no model is called there.
 OI_LLM_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"
+#: Attributes only a model call writes on an OpenInference ``LLM`` span (a ``PromptBuilder`` span has none): the
+#: request's parameters and prompts (every LangChain LLM span: ``invocation_params`` and, for a completion
+#: model, ``llm.prompts``), its provider and system, its finish reason. The prompt template alone says nothing:
+#: ``using_prompt_template(...)`` (openinference-instrumentation context attributes) sets it on every span
+#: inside the block, model calls included.
+OI_LLM_INVOCATION_PARAMETERS: Final = "llm.invocation_parameters"
+OI_LLM_PROMPTS: Final = "llm.prompts"
+OI_LLM_PROVIDER: Final = "llm.provider"
+OI_LLM_SYSTEM: Final = "llm.system"
+OI_LLM_CALL_KEYS: Final = frozenset(
+    {
+        OI_LLM_MODEL_NAME,
+        OI_LLM_FINISH_REASON,
+        OI_LLM_INVOCATION_PARAMETERS,
+        OI_LLM_PROMPTS,
+        OI_LLM_PROVIDER,
+        OI_LLM_SYSTEM,
+    }
+)
 # OpenInference ``metadata`` span attribute (JSON object; LangChain run metadata lands here).
 OI_METADATA: Final = "metadata"
 # LangChain's own retriever name in run metadata (``bm25`` for ``BM25Retriever``), seen by both tracers.

@@ -32,6 +32,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
+from .. import semconv
 from ..signals.answers import ANSWER_HINT_KEYS, ANSWER_TRIGGER_KEYS, RESULT_EVENT_KEYS, RESULT_EVENT_NAMES
 from ..signals.answers import may_hold_answer as signals_may_hold_answer
 from .spans import attributes_to_dict
@@ -39,8 +40,12 @@ from .spans import attributes_to_dict
 # Only the keys a span can pass on are counted and tested (``ANSWER_TRIGGER_KEYS``); the full rule reads all.
 _KEY_BYTES = tuple(key.encode() for key in sorted(ANSWER_TRIGGER_KEYS))
 _EVENT_BYTES = tuple(name.encode() for name in sorted(RESULT_EVENT_NAMES))
-# The keys read of a span with result events.
-_RESULT_SPAN_KEYS = ANSWER_HINT_KEYS | RESULT_EVENT_KEYS
+# The keys read of a span with result events (``output.value`` apart, see ``may_hold_answer``).
+_RESULT_SPAN_KEYS = ANSWER_TRIGGER_KEYS | RESULT_EVENT_KEYS
+_KIND = semconv.OPENINFERENCE_SPAN_KIND
+_LLM = semconv.OPENINFERENCE_KIND_LLM
+_OUTPUT_VALUE = semconv.OI_OUTPUT_VALUE
+assert ANSWER_TRIGGER_KEYS | {_OUTPUT_VALUE} == ANSWER_HINT_KEYS, "a hint key the screen does not read"
 # Counting is exact only if an exact key or name holds one occurrence of its own pattern and none of another.
 assert not any(
     a != b and a in b for a in (*_KEY_BYTES, *_EVENT_BYTES) for b in (*_KEY_BYTES, *_EVENT_BYTES)
@@ -180,8 +185,14 @@ class Screen:
         if self._keys or results:
             attributes = span.attributes
             if attributes:
-                wanted = _RESULT_SPAN_KEYS if results else ANSWER_HINT_KEYS
-                hints = [item for item in attributes[:] if item.key in wanted]
+                items = attributes[:]
+                wanted = _RESULT_SPAN_KEYS if results else ANSWER_TRIGGER_KEYS
+                hints = [item for item in items if item.key in wanted]
+                # ``output.value``, often a span's largest value, decides only an OpenInference LLM span (a
+                # Responses call that ran file_search): copied out of the others, it cost every CHAIN, RETRIEVER
+                # and TOOL span of OpenInference traffic a copy of its output.
+                if any(item.key == _KIND and item.value.string_value == _LLM for item in hints):
+                    hints.extend(item for item in items if item.key == _OUTPUT_VALUE)
         if not hints and not names:
             return False
         # The conversion records get, so the screen and the rules see the same values.

@@ -7,7 +7,7 @@ over earlier ones); the ``explicit`` mapping the caller passes (``@scored_answer
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,15 +235,40 @@ def _read_span(
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
     if span.events and span_scoped:
         evaluations.extend(genai.read_evaluations(span, reader))
-    generation = (
-        openinference.read_generation(span, reader)
-        or vercel_ai.read_generation(span, reader)  # before GenAI: its spans carry GenAI finish reasons only
-        or genai.read_generation(span, reader)
-        or openllmetry.read_generation(span, reader)
-        or haystack.read_generation(span, reader)
-    )
-    if generation is not None:  # one span is one generation, whichever conventions it speaks
+    # One span is one generation, whichever conventions it speaks: the first reader that finds one gives it. A
+    # generation without text (finish reasons only) lets the later readers supply the text, since a span may
+    # say why the model stopped in one convention and what it said in another: OpenLLMetry-style instrumentors
+    # write ``gen_ai.completion.{i}.content`` beside the GenAI ``gen_ai.response.finish_reason(s)``, and the
+    # GenAI reader, which takes those reasons for a generation with content capture off, comes first.
+    generation: Generation | None = None
+    for read_generation in _GENERATION_READERS:
+        found = read_generation(span, reader)
+        if found is None:
+            continue
+        if generation is None:
+            generation = found
+        elif found.text is not None:
+            reasons = generation.finish_reasons
+            generation = Generation(
+                span=span,
+                text=found.text,
+                finish_reasons=reasons
+                + tuple(reason for reason in found.finish_reasons if reason not in reasons),
+                citations=found.citations or generation.citations,
+            )
+        if generation.text is not None:
+            break
+    if generation is not None:
         generations.append(generation)
+
+
+_GENERATION_READERS: tuple[Callable[[SpanRecord, Reader], Generation | None], ...] = (
+    openinference.read_generation,
+    vercel_ai.read_generation,  # before GenAI: its spans carry GenAI finish reasons only
+    genai.read_generation,
+    openllmetry.read_generation,
+    haystack.read_generation,
+)
 
 
 def _in_end_order(spans: Sequence[SpanRecord]) -> list[SpanRecord]:

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import RawDocument, RawRetrieval, Reader
+from ._values import MAX_JSON_CHARS, RawDocument, RawRetrieval, Reader, loads_json
 from .records import SpanRecord
 
 # A ``type`` key whose value is ``file_search_call``. In valid JSON a ``"`` inside a string value is escaped, so
@@ -42,33 +42,76 @@ _FILE_CITATION_TEXT = '"' + semconv.OPENAI_FILE_CITATION + '"'
 def holds_file_search(attributes: Mapping[str, Any]) -> bool:
     """True for an OpenInference LLM span whose recorded Response ran ``file_search``: it retrieved.
 
-    Reads ``openinference.span.kind`` and ``output.value`` only (both in ``answers.ANSWER_HINT_KEYS``). A value
-    cut short by a length limit still says that the search ran (its results are then unreadable).
+    Reads ``openinference.span.kind`` and ``output.value`` only (both in ``answers.ANSWER_HINT_KEYS``). The
+    ``file_search_call`` item must be one of the Response's own ``output`` items: other JSON holds such objects
+    deeper down (the OpenInference LangChain tracer's ``LLMResult`` of a ``ChatOpenAI`` on the Responses API
+    carries them in the message's ``tool_outputs``; that span is no Response, and the OpenAI instrumentor's span
+    beneath it, when there is one, is). A value cut short by a length limit (no JSON) still says that the search
+    ran (its results are then unreadable).
 
     >>> holds_file_search({"openinference.span.kind": "LLM",
     ...                    "output.value": '{"output": [{"type": "file_search_call", "results": null}]}'})
     True
     >>> holds_file_search({"openinference.span.kind": "LLM", "output.value": '"file_search_call"'})
     False
+    >>> holds_file_search({"openinference.span.kind": "LLM",
+    ...                    "output.value": '{"generations": [{"tool_outputs": [{"type": "file_search_call"}]}]}'})
+    False
     """
     if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) != semconv.OPENINFERENCE_KIND_LLM:
         return False
     output = attributes.get(semconv.OI_OUTPUT_VALUE)
-    return (
-        type(output) is str
-        and _FILE_SEARCH_CALL_TEXT in output
-        and _FILE_SEARCH_CALL.search(output) is not None
-    )
+    if (
+        type(output) is not str
+        or _FILE_SEARCH_CALL_TEXT not in output
+        or _FILE_SEARCH_CALL.search(output) is None
+    ):
+        return False
+    return _response_searched(output)
+
+
+# The last value :func:`_response_searched` parsed and its verdict: the answer rules and the readers ask of one
+# span several times per extraction, and parsing a Response with its results is worth doing once. (A tuple is
+# replaced whole, so a thread reads either the old pair or the new one.)
+_last_searched: tuple[str | None, bool] = (None, False)
+
+
+def _response_searched(output: str) -> bool:
+    """Whether ``output`` (which names ``file_search_call`` as a ``type``) is a Response with such an item."""
+    global _last_searched
+    last_output, last_verdict = _last_searched
+    if last_output is output:
+        return last_verdict
+    verdict = True  # no JSON (cut short, or too long to read): the search ran, what it found is unreadable
+    if len(output) <= MAX_JSON_CHARS:
+        try:
+            parsed = loads_json(output)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            items = parsed.get("output") if isinstance(parsed, Mapping) else None
+            verdict = (
+                isinstance(items, Sequence)
+                and not isinstance(items, (str, bytes))
+                and any(
+                    isinstance(item, Mapping) and item.get("type") == semconv.OPENAI_FILE_SEARCH_CALL
+                    for item in items
+                )
+            )
+    _last_searched = (output, verdict)
+    return verdict
 
 
 def _output_items(attributes: Mapping[str, Any], reader: Reader) -> Iterator[Mapping[str, Any]] | None:
-    """The Response's ``output`` items, or None when ``output.value`` is no Response object (counted)."""
+    """The Response's ``output`` items, or None when ``output.value`` is no Response object (counted when it
+    looked like one: unparsable, or an ``output`` that is no list)."""
     parsed = reader.mapping(attributes.get(semconv.OI_OUTPUT_VALUE))
     if parsed is None:
         return None
     items = parsed.get("output")
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
-        reader.skip()
+        if items is not None:
+            reader.skip()
         return None
     return (item for item in items if isinstance(item, Mapping))
 

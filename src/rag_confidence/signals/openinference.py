@@ -304,9 +304,12 @@ def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:
     component the instrumentor did not recognise as one (a class without ``Generator`` in its name whose
     ``replies`` are typed ``list[str]``, not ``List[str]``), so every document the prompt lists counted as
     validly cited. A model's own call names its model (LlamaIndex's ``predict``, which also fills a template,
-    records ``llm.model_name``) or reports output messages or choices.
+    records ``llm.model_name``) or reports output messages or choices. A model call that names no model (a
+    custom LangChain LLM, ``LlamaCpp``) still reports its request (:data:`~rag_confidence.semconv.
+    OI_LLM_CALL_KEYS`), and it carries the template too when it runs inside ``using_prompt_template(...)``:
+    it stays a generation.
     """
-    return semconv.OI_LLM_PROMPT_TEMPLATE in attributes and semconv.OI_LLM_MODEL_NAME not in attributes
+    return semconv.OI_LLM_PROMPT_TEMPLATE in attributes and semconv.OI_LLM_CALL_KEYS.isdisjoint(attributes)
 
 
 def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str | None:

@@ -20,7 +20,10 @@ from .records import SpanRecord
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     """The text and finish reason of an AI SDK model call span; None for any other span."""
     attributes = span.attributes
-    if attributes.get(semconv.AI_SDK_OPERATION_ID) not in semconv.AI_SDK_MODEL_CALL_OPERATIONS:
+    # Values can be anything a producer sent (a kvlist arrives as a dict, which no set can be asked about):
+    # compare strings only.
+    operation = attributes.get(semconv.AI_SDK_OPERATION_ID)
+    if type(operation) is not str or operation not in semconv.AI_SDK_MODEL_CALL_OPERATIONS:
         return None
     text = attributes.get(semconv.AI_SDK_RESPONSE_TEXT)
     if text is not None and not isinstance(text, str):
