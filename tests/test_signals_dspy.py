@@ -205,6 +205,26 @@ def test_chain_of_thought_citations_are_read_from_the_answer_field_not_the_reaso
     assert_scored_as(otel, expected)
 
 
+def test_reasoning_that_starts_like_json_is_no_bad_value(otel: Telemetry) -> None:
+    """A reasoning that opens with a marker (``[1] ...``) is text that no key reads: it is neither parsed nor
+    counted as a value that failed to parse."""
+    lm = DummyLM(
+        [
+            {
+                "reasoning": "[1] says Paris; [2] is about Berlin.",
+                "answer": "Paris is the capital of France [1].",
+            }
+        ],
+        adapter=dspy.ChatAdapter(),
+    )
+    with dspy.context(lm=lm, rm=dspy.ColBERTv2(url=COLBERT_URL), adapter=dspy.ChatAdapter()):
+        RAG()(question=QUESTION)
+    signals = extract_signals(otel.answer().spans)
+    assert signals.skipped == 0
+    assert signals.inputs["citationCount"] == 1
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+
+
 def test_multi_hop_merges_both_retrievals_and_reads_the_final_answer(otel: Telemetry) -> None:
     """Two retrievals of one retriever are one method: a passage found by both is one candidate with its best
     score. The query-writing step is a generation too, but the answer is the last one, and of that only its

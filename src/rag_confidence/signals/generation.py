@@ -204,7 +204,7 @@ def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> 
     keys = options.answer_keys
     parsed = _json_fields(answer.text)
     if parsed is None:
-        parsed = _dspy_fields(answer.text, keys.get("answer", ()), reader)
+        parsed = _dspy_fields(answer.text, keys, reader)
     if parsed is None:
         return
     answer.structured = True
@@ -247,22 +247,26 @@ def _json_fields(text: str) -> Mapping[str, Any] | None:
     return parsed if isinstance(parsed, Mapping) else None
 
 
-def _dspy_fields(text: str, answer_keys: Sequence[str], reader: Reader) -> Mapping[str, Any] | None:
+def _dspy_fields(text: str, keys: Mapping[str, Sequence[str]], reader: Reader) -> Mapping[str, Any] | None:
     """The output fields of a DSPy ``ChatAdapter`` text (:mod:`.dspy_format`), else None.
 
-    The answer fields stay text (an answer of ``42`` is not the number 42). The others are read as DSPy wrote
-    them: a signature field of a type other than ``str`` (``citations: list[int]``, ``faithfulness: float``) is
-    the JSON of its value; a ``str`` field is its text. A value that looks like JSON but is none (a Python
-    literal such as ``['a']``) is skipped and counted, rather than read as one citation named ``['a']``.
+    The answer fields stay text (an answer of ``42`` is not the number 42), and so do the fields no key of
+    ``keys`` reads (a ``ChainOfThought``'s ``reasoning``, which may well start ``[1] ...``). The fields read are
+    taken as DSPy wrote them: a signature field of a type other than ``str`` (``citations: list[int]``,
+    ``faithfulness: float``) is the JSON of its value; a ``str`` field is its text. A value that looks like JSON
+    but is none (a Python literal such as ``['a']``) is skipped and counted, rather than read as one citation
+    named ``['a']``.
     """
     if len(text) > MAX_JSON_CHARS:
         return None
     fields = adapter_fields(text)
     if fields is None:
         return None
+    answer_keys = keys.get("answer", ())
+    read = {name for field, names in keys.items() if field != "answer" for name in names}
     parsed: dict[str, Any] = {}
     for name, value in fields.items():
-        if name in answer_keys:
+        if name in answer_keys or name not in read:
             parsed[name] = value
             continue
         try:
