@@ -44,6 +44,7 @@ COMPILED = [
     "src/rag_confidence/signals/extract.py",
     "src/rag_confidence/signals/genai.py",
     "src/rag_confidence/signals/generation.py",
+    "src/rag_confidence/signals/grounding.py",
     "src/rag_confidence/signals/haystack.py",
     "src/rag_confidence/signals/hosted.py",
     "src/rag_confidence/signals/native.py",

@@ -283,6 +283,24 @@ OI_REDACTED_VALUE: Final = "__REDACTED__"
 OPENAI_FILE_SEARCH_CALL: Final = "file_search_call"
 OPENAI_FILE_CITATION: Final = "file_citation"
 OPENAI_FILE_SEARCH_METHOD: Final = "file_search"
+#: Gemini grounding as the OpenInference Google GenAI instrumentor records it in an LLM span's ``output.value``: the
+#: ``GenerateContentResponse`` dumped by field name (google-genai ``types.py``: ``Candidate.grounding_metadata``,
+#: ``GroundingMetadata.grounding_chunks`` / ``grounding_supports``, ``GroundingSupport.grounding_chunk_indices``
+#: and ``segment``; the chunk kinds ``retrieved_context`` (Vertex AI Search, RAG Engine, file search stores),
+#: ``web`` (Google Search), ``maps``, ``image``); the method name its chunks are scored under.
+GEMINI_CANDIDATES: Final = "candidates"
+GEMINI_GROUNDING_METADATA: Final = "grounding_metadata"
+GEMINI_GROUNDING_CHUNKS: Final = "grounding_chunks"
+GEMINI_GROUNDING_SUPPORTS: Final = "grounding_supports"
+GEMINI_GROUNDING_CHUNK_INDICES: Final = "grounding_chunk_indices"
+GEMINI_SEGMENT: Final = "segment"
+GEMINI_RETRIEVED_CONTEXT: Final = "retrieved_context"
+GEMINI_RAG_CHUNK: Final = "rag_chunk"
+GEMINI_CUSTOM_METADATA: Final = "custom_metadata"
+GEMINI_WEB: Final = "web"
+GEMINI_MAPS: Final = "maps"
+GEMINI_IMAGE: Final = "image"
+GEMINI_GROUNDING_METHOD: Final = "grounding"
 OI_EVALUATIONS: Final = "evaluations"
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"

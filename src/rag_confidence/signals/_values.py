@@ -428,10 +428,11 @@ class Evaluation:
 
 
 class Generation:
-    """The text a generation span produced, its finish reasons (lower-cased) and the references the response
-    cites outside its text (OpenAI ``file_citation`` annotations: file ids)."""
+    """The text a generation span produced, its finish reasons (lower-cased), the references the response
+    cites outside its text (OpenAI ``file_citation`` annotations: file ids; Gemini grounding supports: chunk
+    ids) and the pieces of its text the response says its sources back (Gemini grounding support segments)."""
 
-    __slots__ = ("span", "text", "finish_reasons", "citations")
+    __slots__ = ("span", "text", "finish_reasons", "citations", "segments")
 
     def __init__(
         self,
@@ -439,8 +440,10 @@ class Generation:
         text: str | None,
         finish_reasons: tuple[str, ...] = (),
         citations: tuple[str, ...] = (),
+        segments: tuple[str, ...] = (),
     ) -> None:
         self.span = span
         self.text = text
         self.finish_reasons = finish_reasons
         self.citations = citations
+        self.segments = segments

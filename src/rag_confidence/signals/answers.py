@@ -8,8 +8,8 @@ Rules, in order:
     a pipeline (a retriever, reranker, embedding or tool span) with no generation beneath it. Such a trace is
     that step run on its own (an agent loop invoking a retriever tool outside any span of the application),
     and its output is documents, not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
-    A model call that retrieved by itself (OpenAI's hosted ``file_search``, :mod:`.hosted`) is a retrieval and
-    a generation at once: as a root, it is the answer.
+    A model call that retrieved by itself (OpenAI's hosted ``file_search``, :mod:`.hosted`; Gemini grounding,
+    :mod:`.grounding`) is a retrieval and a generation at once: as a root, it is the answer.
 
 A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import semconv
+from .grounding import holds_grounding
 from .haystack import haystack_step
 from .hosted import holds_file_search
 from .openllmetry import llamaindex_step
@@ -81,8 +82,9 @@ class AnswerGroup:
 # Every attribute key the two span rules below read: a span with none of them (and no event) is neither a
 # retrieval nor a marked answer, whatever its values. Callers that must decide for many spans cheaply (the
 # gateway on plain traffic, the span processor) read just these keys and call :func:`may_hold_answer`.
-# ``output.value`` is read of OpenInference LLM spans only: a Responses call that ran ``file_search`` retrieved
-# (:func:`.hosted.holds_file_search`), and nothing else on the span says so.
+# ``output.value`` is read of OpenInference LLM spans only: a Responses call that ran ``file_search``
+# (:func:`.hosted.holds_file_search`) or a grounded Gemini call (:func:`.grounding.holds_grounding`) retrieved,
+# and nothing else on the span says so.
 ANSWER_HINT_KEYS: frozenset[str] = frozenset(
     {
         semconv.RAG_ANSWER,
@@ -133,7 +135,8 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     :mod:`.openllmetry`), Haystack retriever and ranker component spans (by class name, see :mod:`.haystack`),
     vector-DB spans with ``db.query.result``/``db.search.result`` events or (OpenLLMetry JS)
     ``db.vector.query.result.matches_length``; any span with our ``rag.retrieval.method``; an OpenInference LLM
-    span of an OpenAI Responses call that ran ``file_search`` (:mod:`.hosted`), which is a generation too.
+    span of an OpenAI Responses call that ran ``file_search`` (:mod:`.hosted`) or of a grounded Gemini call
+    (:mod:`.grounding`), which is a generation too.
     """
     return _is_retrieval(span.attributes, [event.name for event in span.events] if span.events else ())
 
@@ -168,15 +171,22 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     if haystack_step(attributes.get(semconv.HAYSTACK_COMPONENT_TYPE)) is not None:
         return True
-    if holds_file_search(attributes):
+    if retrieved_in_call(attributes):
         return True
     return _reports_results(attributes, event_names)
 
 
+def retrieved_in_call(attributes: Mapping[str, Any]) -> bool:
+    """True for a model call that retrieved by itself (:mod:`.hosted`, :mod:`.grounding`): a retrieval and a
+    generation at once. Reads ``openinference.span.kind`` and ``output.value`` only."""
+    return holds_file_search(attributes) or holds_grounding(attributes)
+
+
 def is_retrieval_step(span: SpanRecord) -> bool:
     """True for a retrieval span that is only that: its span feedback grades the retrieval. A model call that
-    retrieved by itself (:mod:`.hosted`) also made the answer, so feedback on it is about the answer."""
-    return is_retrieval_span(span) and not holds_file_search(span.attributes)
+    retrieved by itself (:mod:`.hosted`, :mod:`.grounding`) also made the answer, so feedback on it is about the
+    answer."""
+    return is_retrieval_span(span) and not retrieved_in_call(span.attributes)
 
 
 def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: frozenset[str]) -> bool:
@@ -292,7 +302,7 @@ def _trace_answers(
                 root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
-            if holds_file_search(span.attributes):  # it generated too: a tool root above it answers
+            if retrieved_in_call(span.attributes):  # it generated too: a tool root above it answers
                 root_has_generation.add(answer_id)
         elif _is_generation(span):
             root_has_generation.add(answer_id)

@@ -11,7 +11,8 @@ The id of a document retrieved but dropped before the generator saw it (by a rer
 - ``citationCount``: distinct retrieved documents cited validly.
 - ``invalidCitationCount``: distinct references that match no retrieved document.
 - ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence made
-  of markers only, as in ``Paris. [1]``, belongs to the sentence before it).
+  of markers only, as in ``Paris. [1]``, belongs to the sentence before it) or overlapping a segment the
+  response says its sources back (Gemini grounding supports, found in the text by their own text).
 
 Nothing is derived when the answer holds no marker at all: a pipeline that does not ask for citations is not
 penalised for missing ones (the diagnostics still report ``0`` markers).
@@ -217,9 +218,12 @@ def summarize(
     options: SignalOptions,
     structured: Sequence[str] = (),
     dropped: Sequence[Merged] = (),
+    segments: Sequence[str] = (),
 ) -> CitationSummary:
-    """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list) against the
-    ``presented`` documents; references to ``dropped`` ones (retrieved, not shown) are invalid."""
+    """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list, a response's
+    own citations) against the ``presented`` documents; references to ``dropped`` ones (retrieved, not shown)
+    are invalid. ``segments`` are pieces of ``text`` the response says its sources back: a sentence
+    overlapping one is covered."""
     matcher = _Matcher(presented, options, dropped)
     references: list[tuple[int, int, str]] = []
     if text and _may_hold_markers(text, options):
@@ -242,8 +246,11 @@ def summarize(
             invalid.add(reference.strip().casefold())
         else:
             cited.add(index)
+    backed = _located(text, segments) if segments and text else []
     coverage = (
-        _coverage(text, valid_spans, [(start, end) for start, end, _ in references]) if references else None
+        _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed)
+        if references or backed
+        else None
     )
     return CitationSummary(
         markers=len(references) + len(structured),
@@ -253,9 +260,39 @@ def summarize(
     )
 
 
-def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tuple[int, int]]) -> float | None:
+def _located(text: str, segments: Sequence[str]) -> list[tuple[int, int]]:
+    """Where each segment stands in ``text``, as disjoint sorted ``[start, end)`` spans (a segment not found
+    is left out: the text read is not the one the response's segments point into). Segments come in text
+    order, so each is searched from where the last one started, then from the beginning."""
+    found: list[tuple[int, int]] = []
+    cursor = 0
+    for segment in segments:
+        start = text.find(segment, cursor)
+        if start < 0:
+            start = text.find(segment)
+            if start < 0:
+                continue
+        found.append((start, start + len(segment)))
+        cursor = start
+    found.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in found:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _coverage(
+    text: str | None,
+    valid: list[tuple[int, int]],
+    markers: list[tuple[int, int]],
+    backed: Sequence[tuple[int, int]] = (),
+) -> float | None:
     if not text:
         return None
+    grounded = _Taken(backed) if backed else None
     # Both lists are in text order and their spans disjoint (a span repeats once per reference it holds), so
     # each sentence finds its markers by bisection instead of scanning them all.
     valid_starts = [start for start, _ in valid]
@@ -272,6 +309,8 @@ def _coverage(text: str | None, valid: list[tuple[int, int]], markers: list[tupl
     for start, end in pieces:
         stripped = _strip_markers(text, start, end, spans, ends)
         has_valid = bisect.bisect_left(valid_starts, start) < bisect.bisect_left(valid_starts, end)
+        if not has_valid and grounded is not None:
+            has_valid = grounded.overlaps(start, end)
         if not _WORD.search(stripped):
             if sentences and has_valid:  # a trailing ``[1]`` cites the sentence before it
                 sentences[-1][2] = 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from . import genai, haystack, hosted, openinference, openllmetry, vercel_ai
+from . import genai, grounding, haystack, hosted, openinference, openllmetry, vercel_ai
 from ._values import Evaluation, Generation, RawRetrieval, Reader
 from .answers import is_marked_answer, is_retrieval_span, is_retrieval_step
 from .candidates import assemble, organize
@@ -123,7 +123,9 @@ def extract_signals(
         for name, value in answer.stated.items():
             inputs[name] = value
             sources[name] = "structured answer"
-        summary = summarize(answer.text, assembled.presented, options, answer.citations, assembled.dropped)
+        summary = summarize(
+            answer.text, assembled.presented, options, answer.citations, assembled.dropped, answer.segments
+        )
         diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] = summary.markers
         # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
         # matching none of those read may be valid, so no citation input is derived rather than a wrong one.
@@ -230,7 +232,8 @@ def _read_span(
         retrievals.extend(openllmetry.read_retrievals(span, reader))
         retrievals.extend(haystack.read_retrievals(span, reader))
         retrievals.extend(hosted.read_retrievals(span, reader))
-    # Feedback on a model call that retrieved by itself (hosted file_search) is about its answer.
+        retrievals.extend(grounding.read_retrievals(span, reader))
+    # Feedback on a model call that retrieved by itself (hosted file_search, grounding) is about its answer.
     span_scoped, trace_scoped = targets.scopes(span, retrieval and is_retrieval_step(span))
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
     if span.events and span_scoped:
@@ -255,6 +258,7 @@ def _read_span(
                 finish_reasons=reasons
                 + tuple(reason for reason in found.finish_reasons if reason not in reasons),
                 citations=found.citations or generation.citations,
+                segments=found.segments or generation.segments,
             )
         if generation.text is not None:
             break

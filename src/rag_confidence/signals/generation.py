@@ -109,7 +109,16 @@ def reported_finish_reason(reason: str) -> str:
 
 
 class Answer:
-    __slots__ = ("text", "finish_reason", "truncated", "stated", "citations", "structured", "response_id")
+    __slots__ = (
+        "text",
+        "finish_reason",
+        "truncated",
+        "stated",
+        "citations",
+        "segments",
+        "structured",
+        "response_id",
+    )
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -118,6 +127,8 @@ class Answer:
         # ScoringInputs values a structured answer stated, and the references it listed as citations.
         self.stated: dict[str, Any] = {}
         self.citations: list[str] = []
+        # Pieces of the text the response says its sources back (Gemini grounding segments), for coverage.
+        self.segments: tuple[str, ...] = ()
         self.structured = False
         # The provider's id of the response whose text is the answer (GenAI ``gen_ai.response.id``).
         self.response_id: str | None = None
@@ -181,6 +192,7 @@ def final_answer(
         # References the response gives beside its text (OpenAI file citations); a structured answer's own
         # citation list replaces them below.
         answer.citations = list(with_text[-1].citations)
+        answer.segments = with_text[-1].segments
         response_id = with_text[-1].span.attributes.get(semconv.GEN_AI_RESPONSE_ID)
         if isinstance(response_id, str) and response_id:
             answer.response_id = response_id

@@ -10,7 +10,8 @@
   ``output.value`` (LangChain completion LLMs put ``{"generations": [[{"text": ...}]]}`` JSON there);
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``; the OpenAI instrumentor's
   ``output.value`` Response JSON for the ``file_citation`` annotations of a call that ran ``file_search`` (its
-  results are read in :mod:`.hosted`).
+  results are read in :mod:`.hosted`), and the Google GenAI instrumentor's ``GenerateContentResponse`` JSON for
+  the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`).
 - The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
   retriever whose hidden metadata held its documents' only ids counts as unreadable.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span but a RETRIEVER or RERANKER
@@ -25,6 +26,7 @@ from typing import Any
 
 from .. import semconv
 from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
+from .grounding import read_supports
 from .hosted import read_citations
 from .records import SpanRecord
 
@@ -286,12 +288,15 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
             return None
         text = _output_value_text(attributes, reader, finish_reasons)
     # The OpenAI instrumentor's output.value is the Response itself: its file citations are annotations, not
-    # markers in the text.
+    # markers in the text; the Google GenAI instrumentor's is the GenerateContentResponse, whose grounding
+    # supports cite chunks and name the segments they back.
+    cited, segments = read_supports(attributes, reader)
     return Generation(
         span=span,
         text=text,
         finish_reasons=tuple(finish_reasons),
-        citations=read_citations(attributes, reader),
+        citations=read_citations(attributes, reader) + cited,
+        segments=segments,
     )
 
 

@@ -1,0 +1,330 @@
+"""Hosted grounding: Gemini (``google-genai``) with a retrieval tool, under the real Google GenAI instrumentors.
+
+The client is the real ``google-genai`` package; only its HTTP server is faked (a loopback server answering
+``generateContent`` as the Gemini API does, reached through ``http_options.base_url``), because no network is
+available here. The server's JSON is built from google-genai's own types and dumped by their camelCase aliases,
+so the client parses it as it would parse Google's answer. The tracers are the real
+``openinference-instrumentation-google-genai`` and ``opentelemetry-instrumentation-google-genai`` (OTel contrib).
+Expected inputs are written from what the fake server returns, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from google import genai
+from google.genai import types
+from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor as OpenInferenceInstrumentor
+from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor as ContribInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import compute_confidence, semconv
+from rag_confidence.otel import ConfidenceSpanProcessor
+from rag_confidence.signals import (
+    SpanRecord,
+    extract_signals,
+    find_answers,
+    is_retrieval_span,
+    may_hold_answer,
+    records_from_readable_spans,
+)
+
+QUESTION = "What is the capital of France, and which river is the longest there?"
+FIRST = "Paris is the capital of France."
+SECOND = "The Loire is the longest river in France."
+ANSWER = f"{FIRST} {SECOND}"
+ATLAS = "gs://kb/atlas.pdf"
+RIVERS = "https://rivers.example/loire"
+MODEL = "gemini-2.5-flash"
+
+
+def chunks() -> list[types.GroundingChunk]:
+    """What the retrieval tool found: two chunks of one RAG file (one candidate) and a web page."""
+    return [
+        types.GroundingChunk(
+            retrieved_context=types.GroundingChunkRetrievedContext(
+                uri=ATLAS,
+                title="atlas.pdf",
+                text=FIRST,
+                rag_chunk=types.RagChunk(text=FIRST, chunk_id="c1", file_id="f1"),
+            )
+        ),
+        types.GroundingChunk(web=types.GroundingChunkWeb(uri=RIVERS, title="rivers.example")),
+        types.GroundingChunk(
+            retrieved_context=types.GroundingChunkRetrievedContext(
+                uri=ATLAS, title="atlas.pdf", text="Berlin is the capital of Germany."
+            )
+        ),
+    ]
+
+
+def support(text: str, indices: list[int], confidence: list[float]) -> types.GroundingSupport:
+    start = ANSWER.encode().find(text.encode())
+    return types.GroundingSupport(
+        segment=types.Segment(start_index=start, end_index=start + len(text.encode()), text=text),
+        grounding_chunk_indices=indices,
+        confidence_scores=confidence,
+    )
+
+
+ALL_SUPPORTED = [support(FIRST, [0, 2], [0.93, 0.41]), support(SECOND, [1], [0.88])]
+
+
+def grounded_response(supports: list[types.GroundingSupport] | None = None) -> types.GenerateContentResponse:
+    return types.GenerateContentResponse(
+        candidates=[
+            types.Candidate(
+                index=0,
+                content=types.Content(role="model", parts=[types.Part(text=ANSWER)]),
+                finish_reason=types.FinishReason.STOP,
+                grounding_metadata=types.GroundingMetadata(
+                    retrieval_queries=["capital of France", "longest river in France"],
+                    grounding_chunks=chunks(),
+                    grounding_supports=ALL_SUPPORTED if supports is None else supports,
+                ),
+            )
+        ],
+        model_version=MODEL,
+        response_id="resp-1",
+    )
+
+
+class FakeGemini:
+    """A loopback server answering every ``generateContent`` request with one response (no network here)."""
+
+    def __init__(self) -> None:
+        self.response = grounded_response()
+        self.paths: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                fake.paths.append(self.path)
+                body = json.dumps(fake.response.model_dump(mode="json", by_alias=True, exclude_none=True))
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self) -> genai.Client:
+        return genai.Client(
+            api_key="test-key",
+            http_options=types.HttpOptions(base_url=f"http://127.0.0.1:{self.server.server_port}"),
+        )
+
+
+@pytest.fixture()
+def gemini() -> Iterator[FakeGemini]:
+    fake = FakeGemini()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+# A Gemini API file search store (the Developer API's hosted retrieval; Vertex AI Search and the RAG Engine
+# are Vertex-only tools, and their responses carry the same ``grounding_metadata``).
+TOOLS = [types.Tool(file_search=types.FileSearch(file_search_store_names=["fileSearchStores/kb"]))]
+
+
+def ask(client: genai.Client) -> str | None:
+    response = client.models.generate_content(
+        model=MODEL, contents=QUESTION, config=types.GenerateContentConfig(tools=TOOLS)
+    )
+    return response.text
+
+
+def expected_inputs(*, cited: int, invalid: int = 0, coverage: float) -> dict[str, Any]:
+    """What the grounding says, written out. No chunk carries a relevance score, so no candidate is scored."""
+    return {
+        "candidates": [],
+        "citationCount": cited,
+        "invalidCitationCount": invalid,
+        "citationCoverageScore": coverage,
+        "supportLevel": "medium",  # the default: nothing on these spans says more
+    }
+
+
+def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(processor(exporter))
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter, provider
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture()
+def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(OpenInferenceInstrumentor(), SimpleSpanProcessor)
+
+
+@pytest.fixture()
+def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(
+        OpenInferenceInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
+    )
+
+
+class _Contrib(ContribInstrumentor):  # type: ignore[misc]
+    """opentelemetry-instrumentation-google-genai 1.3b0 declares ``google-genai<3`` and instruments nothing
+    with 3.x unless told to skip the check; its wrappers work with 3.x (the spans below)."""
+
+    def instrument(self, **kwargs: Any) -> None:
+        super().instrument(skip_dep_check=True, **kwargs)
+
+
+@pytest.fixture()
+def contrib(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    # Content on the span, so the answer text is there to read (the instrumentor's default records none).
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    yield from traced(_Contrib(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)))
+
+
+def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
+    return records_from_readable_spans(exporter.get_finished_spans())
+
+
+def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [
+        span
+        for span in exporter.get_finished_spans()
+        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
+    ]
+
+
+# -- what the instrumentors record -----------------------------------------------------------------------------
+
+
+def test_openinference_records_the_whole_response_grounding_included(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """One LLM span; its ``output.value`` is the GenerateContentResponse by field name, grounding included."""
+    exporter, _ = openinference
+    assert ask(gemini.client()) == ANSWER
+    assert gemini.paths == [f"/v1/models/{MODEL}:generateContent"]
+
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "LLM"
+    metadata = json.loads(attributes[semconv.OI_OUTPUT_VALUE])["candidates"][0]["grounding_metadata"]
+    assert [sorted(chunk) for chunk in metadata["grounding_chunks"]] == [
+        ["retrieved_context"],
+        ["web"],
+        ["retrieved_context"],
+    ]
+    assert [s["grounding_chunk_indices"] for s in metadata["grounding_supports"]] == [[0, 2], [1]]
+    assert attributes["llm.output_messages.0.message.content"] == ANSWER
+
+
+def test_the_contrib_instrumentor_records_the_text_and_nothing_of_the_grounding(
+    gemini: FakeGemini, contrib: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """opentelemetry-instrumentation-google-genai: one ``generate_content`` span with the output text; no chunk,
+    no support. No retrieval, no answer, no scorecard."""
+    exporter, _ = contrib
+    assert ask(gemini.client()) == ANSWER
+
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "generate_content"
+    assert json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"] == ANSWER
+    flat = json.dumps(attributes, default=str)
+    assert ATLAS not in flat and "grounding" not in flat
+    assert find_answers(records(exporter)) == []
+    assert scored(exporter) == []
+
+
+# -- scoring what OpenInference records ------------------------------------------------------------------------
+
+
+def test_a_bare_grounded_call_is_its_own_answer(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """The LLM span is the trace's root, a retrieval and a generation at once, and so the answer. Its chunks
+    have no score (no candidates); the supports cite atlas (twice, one source) and the rivers page and back both
+    sentences."""
+    exporter, _ = openinference
+    ask(gemini.client())
+
+    spans = records(exporter)
+    (span,) = spans
+    assert is_retrieval_span(span)
+    assert may_hold_answer(span.attributes)
+    (group,) = find_answers(spans)
+    assert group.answer is span and group.rule == "root"
+    signals = extract_signals(group.spans)
+    expected = expected_inputs(cited=2, coverage=1.0)
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
+    assert compute_confidence(signals.inputs).total == compute_confidence(expected).total
+
+
+def test_coverage_is_the_share_of_sentences_a_support_backs(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """Only the first sentence backed: coverage one half, one source cited. A support index past the chunk
+    list is an invalid citation, and its segment is not covered."""
+    exporter, _ = openinference
+    gemini.response = grounded_response([support(FIRST, [0], [0.9]), support(SECOND, [7], [0.8])])
+    ask(gemini.client())
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    expected = expected_inputs(cited=1, invalid=1, coverage=0.5)
+    assert signals.inputs == expected
+    assert compute_confidence(signals.inputs).total == compute_confidence(expected).total
+
+
+def test_grounding_without_supports_derives_no_citation_input(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """Chunks retrieved, nothing attributed: like an answer without markers, nothing is derived."""
+    exporter, _ = openinference
+    gemini.response = grounded_response([])
+    ask(gemini.client())
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
+
+
+def test_the_span_processor_scores_the_bare_call_and_the_application_span_around_one(
+    gemini: FakeGemini, openinference_scored: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    exporter, provider = openinference_scored
+    expected = compute_confidence(expected_inputs(cited=2, coverage=1.0))
+
+    ask(gemini.client())
+    (answer,) = scored(exporter)
+    assert answer.parent is None
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+    assert answer.attributes[semconv.RAG_CONFIDENCE_CANDIDATES] == 0
+
+    exporter.clear()
+    with provider.get_tracer("app").start_as_current_span("POST /ask"):
+        ask(gemini.client())
+    (answer,) = scored(exporter)
+    assert answer.name == "POST /ask"
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
