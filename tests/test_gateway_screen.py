@@ -46,6 +46,12 @@ FILE_SEARCH_OUTPUT = (
     '{"id":"resp_1","output":[{"id":"fs_1","type":"file_search_call","status":"completed",'
     '"results":[{"file_id":"file-a","score":0.9,"text":"Paris."}]}]}'
 )
+# A grounded Gemini response, as the OpenInference Google GenAI instrumentor writes ``output.value``.
+GROUNDED_OUTPUT = (
+    '{"candidates":[{"content":{"parts":[{"text":"Paris."}]},"grounding_metadata":{"grounding_chunks":'
+    '[{"web":{"uri":"https://a.example"}}],"grounding_supports":[{"grounding_chunk_indices":[0],'
+    '"segment":{"text":"Paris."}}]}}]}'
+)
 KEYS = [
     *sorted(ANSWER_HINT_KEYS),
     *sorted(RESULT_EVENT_KEYS),
@@ -74,6 +80,11 @@ STRINGS = [
     FILE_SEARCH_OUTPUT[:60],  # cut short by a value length limit: the search ran, its results are unreadable
     # A framework's JSON holding the item deeper down (LangChain's LLMResult of a Responses call): no Response.
     '{"generations": [[{"tool_outputs": [{"type": "file_search_call", "results": null}]}]]}',
+    GROUNDED_OUTPUT,
+    GROUNDED_OUTPUT[:70],  # cut short: grounded, what it found unreadable
+    # Grounding deeper down than a response's first candidate (a framework's JSON), and an empty chunk list.
+    '{"generations": [{"grounding_metadata": {"grounding_chunks": [{"web": {}}]}}]}',
+    '{"candidates": [{"grounding_metadata": {"grounding_chunks": []}}]}',
     "InMemoryBM25Retriever",  # Haystack component class names (haystack.component.type)
     "TransformersSimilarityRanker",
     "DocumentJoiner",
@@ -605,4 +616,26 @@ def test_a_file_search_call_passes_the_screen_and_its_llm_span_is_scored(with_bo
     screen = Screen(payload)
     assert not screen.may_hold_answer(plain) and not may_hold_answer(plain)
     assert screen.may_hold_answer(hosted) and may_hold_answer(hosted)
+    assert _answers_scored(request, payload)[0] == ((2, 1),)
+
+
+@pytest.mark.parametrize("with_body", [True, False])
+def test_a_grounded_gemini_call_passes_the_screen_and_its_llm_span_is_scored(with_body: bool) -> None:
+    """An OpenInference LLM span of a grounded Gemini call is a retrieval and the answer, as a file_search call
+    is: the screen reads its ``output.value``; an ungrounded response's span is screened out."""
+    plain = ProtoSpan(
+        trace_id=(1).to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="GenerateContent"
+    )
+    plain.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "LLM"
+    plain.attributes.add(key=semconv.OI_OUTPUT_VALUE).value.string_value = '{"candidates": []}'
+    grounded = ProtoSpan(
+        trace_id=(2).to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="GenerateContent"
+    )
+    grounded.attributes.add(key=semconv.OPENINFERENCE_SPAN_KIND).value.string_value = "LLM"
+    grounded.attributes.add(key=semconv.OI_OUTPUT_VALUE).value.string_value = GROUNDED_OUTPUT
+    request = _request([plain, grounded])
+    payload = request.SerializeToString() if with_body else None
+    screen = Screen(payload)
+    assert not screen.may_hold_answer(plain) and not may_hold_answer(plain)
+    assert screen.may_hold_answer(grounded) and may_hold_answer(grounded)
     assert _answers_scored(request, payload)[0] == ((2, 1),)

@@ -108,10 +108,16 @@ class FakeGemini:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["content-length"]))
                 fake.paths.append(self.path)
-                body = json.dumps(fake.response.model_dump(mode="json", by_alias=True, exclude_none=True))
-                data = body.encode()
+                stream = "streamGenerateContent" in self.path
+                # A stream (``alt=sse``) as Gemini sends one: the text in pieces, the grounding metadata and
+                # finish reason with the last.
+                data = (
+                    "".join(f"data: {_dump(piece)}\n\n" for piece in _pieces(fake.response))
+                    if stream
+                    else _dump(fake.response)
+                ).encode()
                 self.send_response(200)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", "text/event-stream" if stream else "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -127,6 +133,25 @@ class FakeGemini:
             api_key="test-key",
             http_options=types.HttpOptions(base_url=f"http://127.0.0.1:{self.server.server_port}"),
         )
+
+
+def _dump(response: types.GenerateContentResponse) -> str:
+    return json.dumps(response.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _pieces(response: types.GenerateContentResponse) -> list[types.GenerateContentResponse]:
+    (candidate,) = response.candidates or ()
+    text = ANSWER
+    first = types.Candidate(
+        index=0, content=types.Content(role="model", parts=[types.Part(text=FIRST + " ")])
+    )
+    last = candidate.model_copy(
+        update={"content": types.Content(role="model", parts=[types.Part(text=text[len(FIRST) + 1 :])])}
+    )
+    return [
+        response.model_copy(update={"candidates": [first]}),
+        response.model_copy(update={"candidates": [last]}),
+    ]
 
 
 @pytest.fixture()
@@ -327,4 +352,71 @@ def test_the_span_processor_scores_the_bare_call_and_the_application_span_around
     (answer,) = scored(exporter)
     assert answer.name == "POST /ask"
     assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+
+
+# -- streams; what the contrib tracer does not record, and the workaround ----------------------------------------------------------------
+
+
+def test_a_streamed_grounded_call_is_scored_as_the_whole_response(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """Gemini streams the text in pieces and the grounding metadata with the last; the OpenInference stream
+    accumulator joins the text and keeps the metadata, so the streamed call scores as the whole one."""
+    exporter, _ = openinference
+    client = gemini.client()
+    stream = client.models.generate_content_stream(
+        model=MODEL, contents=QUESTION, config=types.GenerateContentConfig(tools=TOOLS)
+    )
+    assert "".join(chunk.text or "" for chunk in stream) == ANSWER
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected_inputs(cited=2, coverage=1.0)
+
+
+def record_grounding(tracer: Any, response: types.GenerateContentResponse) -> None:
+    """The workaround of docs/signals.md: the grounding chunks on a GenAI retrieval span of the application's
+    (no score: the API gives none), the supports' chunk ids as the answer's citations."""
+    metadata = response.candidates[0].grounding_metadata  # type: ignore[index]
+    assert metadata is not None
+    documents = []
+    for chunk in metadata.grounding_chunks or ():
+        source = chunk.retrieved_context or chunk.web
+        assert source is not None
+        documents.append({"id": source.uri, "content": getattr(source, "text", None)})
+    with tracer.start_as_current_span("retrieval grounding") as span:
+        span.set_attribute("gen_ai.operation.name", "retrieval")
+        span.set_attribute("gen_ai.data_source.id", "grounding")
+        span.set_attribute("gen_ai.retrieval.documents", json.dumps(documents))
+
+
+def test_under_the_contrib_instrumentor_the_documented_workaround_scores(
+    gemini: FakeGemini, contrib: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """A span around the request, with the grounding recorded on a GenAI retrieval span and the supports'
+    citations with ``record_signals``: the request span is scored on them, the text from the contrib span."""
+    from rag_confidence.otel import record_signals
+
+    exporter, provider = contrib
+    tracer = provider.get_tracer("app")
+    client = gemini.client()
+    with tracer.start_as_current_span("POST /ask"):
+        response = client.models.generate_content(
+            model=MODEL, contents=QUESTION, config=types.GenerateContentConfig(tools=TOOLS)
+        )
+        record_grounding(tracer, response)
+        metadata = response.candidates[0].grounding_metadata  # type: ignore[index]
+        assert metadata is not None and metadata.grounding_supports is not None
+        backed = [s for s in metadata.grounding_supports if s.grounding_chunk_indices]
+        sentences = 2  # FIRST and SECOND
+        record_signals(
+            citation_count=2,  # atlas (chunks 0 and 2) and the rivers page
+            invalid_citation_count=0,
+            citation_coverage_score=len(backed) / sentences,
+        )
+    (answer,) = scored(exporter)
+    assert answer.name == "POST /ask"
+    assert answer.attributes is not None
+    expected = compute_confidence(expected_inputs(cited=2, coverage=1.0))
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total

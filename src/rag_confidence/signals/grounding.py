@@ -22,10 +22,10 @@ messages start with), ``grounding_metadata`` gives:
   one), and each segment a support backs with a known chunk is *covered* text, for ``citationCoverageScore``
   (see :func:`read_supports`).
 
-The OpenTelemetry contrib instrumentor (``opentelemetry-instrumentation-google-genai``) records the text and the
-finish reasons only, and the OpenInference one drops ``grounding_metadata`` from a streamed response (its chunk
-accumulator keeps the parts, roles and finish reasons): neither says what was retrieved (see docs/signals.md,
-*Known limits*).
+For a stream, the OpenInference instrumentor records the chunks merged (text joined, the grounding metadata of
+the last chunk, where Gemini sends it). The OpenTelemetry contrib instrumentor
+(``opentelemetry-instrumentation-google-genai``) records the text and the finish reasons only: nothing says what
+was retrieved (see docs/signals.md, *Known limits*).
 """
 
 from __future__ import annotations
