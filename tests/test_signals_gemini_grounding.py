@@ -355,7 +355,7 @@ def test_the_span_processor_scores_the_bare_call_and_the_application_span_around
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
 
 
-# -- streams; what the contrib tracer does not record, and the workaround ----------------------------------------------------------------
+# -- streams; what the contrib tracer leaves out, and the workaround ---------------------------------------------
 
 
 def test_a_streamed_grounded_call_is_scored_as_the_whole_response(
