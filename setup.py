@@ -37,6 +37,7 @@ COMPILED = [
     "src/rag_confidence/scoring/dimensions/index_integrity.py",
     "src/rag_confidence/signals/_values.py",
     "src/rag_confidence/signals/answers.py",
+    "src/rag_confidence/signals/bedrock.py",
     "src/rag_confidence/signals/candidates.py",
     "src/rag_confidence/signals/citations.py",
     "src/rag_confidence/signals/documents.py",

@@ -52,6 +52,16 @@ GROUNDED_OUTPUT = (
     '[{"web":{"uri":"https://a.example"}}],"grounding_supports":[{"grounding_chunk_indices":[0],'
     '"segment":{"text":"Paris."}}]}}]}'
 )
+# A Bedrock Knowledge Base reference and retrieve_and_generate's request, as openinference-instrumentation-bedrock
+# writes them (document metadata, llm.invocation_parameters).
+BEDROCK_REFERENCE = (
+    '{"location": {"type": "S3", "s3Location": {"uri": "s3://kb/a.md"}}, "metadata": '
+    '{"x-amz-bedrock-kb-chunk-id": "chunk-1", "document_type": "atlas"}, "type": "TEXT"}'
+)
+BEDROCK_RAG_PARAMETERS = (
+    '{"retrieveAndGenerateConfiguration": {"type": "KNOWLEDGE_BASE", '
+    '"knowledgeBaseConfiguration": {"knowledgeBaseId": "KB1", "modelArn": "m"}}}'
+)
 KEYS = [
     *sorted(ANSWER_HINT_KEYS),
     *sorted(RESULT_EVENT_KEYS),
@@ -59,6 +69,8 @@ KEYS = [
     semconv.OI_OUTPUT_VALUE,  # read of LLM spans (an OpenAI Responses call that ran file_search)
     "retrieval.documents.0.document.id",
     "retrieval.documents.0.document.score",
+    "retrieval.documents.0.document.metadata",
+    semconv.OI_LLM_INVOCATION_PARAMETERS,  # a Bedrock retrieve_and_generate span's request: it generated too
     "http.route",
 ]
 STRINGS = [
@@ -88,6 +100,9 @@ STRINGS = [
     "InMemoryBM25Retriever",  # Haystack component class names (haystack.component.type)
     "TransformersSimilarityRanker",
     "DocumentJoiner",
+    BEDROCK_REFERENCE,
+    BEDROCK_RAG_PARAMETERS,
+    '{"knowledgeBaseId": "KB1"}',  # a Bedrock retrieve's request
 ]
 EVENT_NAMES = [
     semconv.DB_QUERY_RESULT,
@@ -137,7 +152,8 @@ def proto_spans(draw: st.DrawFn, trace: int, span: int, parent: int | None) -> P
         trace_id=trace.to_bytes(16, "big"),
         span_id=span.to_bytes(8, "big"),
         parent_span_id=parent.to_bytes(8, "big") if parent else b"",
-        name=f"span {span}",
+        # The name a Bedrock retrieve_and_generate span has (a retrieval that generated) now and then.
+        name=draw(st.sampled_from([f"span {span}", f"span {span}", "bedrock.retrieve_and_generate"])),
         end_time_unix_nano=draw(st.integers(1, 100)),
     )
     for key, value in draw(attribute_lists):
@@ -639,3 +655,24 @@ def test_a_grounded_gemini_call_passes_the_screen_and_its_llm_span_is_scored(wit
     assert not screen.may_hold_answer(plain) and not may_hold_answer(plain)
     assert screen.may_hold_answer(grounded) and may_hold_answer(grounded)
     assert _answers_scored(request, payload)[0] == ((2, 1),)
+
+
+@pytest.mark.parametrize("with_body", [True, False])
+def test_a_bedrock_retrieve_and_generate_passes_the_screen_and_is_scored(with_body: bool) -> None:
+    """openinference-instrumentation-bedrock makes retrieve_and_generate a RETRIEVER span holding the answer: a
+    retrieval the screen passes on its kind alone, and, as a root, its own answer (it generated too)."""
+    span = ProtoSpan(
+        trace_id=(1).to_bytes(16, "big"), span_id=(1).to_bytes(8, "big"), name="bedrock.retrieve_and_generate"
+    )
+    for key, value in (
+        (semconv.OPENINFERENCE_SPAN_KIND, "RETRIEVER"),
+        (semconv.OI_LLM_INVOCATION_PARAMETERS, BEDROCK_RAG_PARAMETERS),
+        ("retrieval.documents.0.document.id", "chunk-1"),
+        ("retrieval.documents.0.document.metadata", BEDROCK_REFERENCE),
+        (semconv.OI_OUTPUT_VALUE, "Paris is the capital of France."),
+    ):
+        span.attributes.add(key=key).value.string_value = value
+    request = _request([span])
+    payload = request.SerializeToString() if with_body else None
+    assert Screen(payload).may_hold_answer(span) and may_hold_answer(span)
+    assert _answers_scored(request, payload)[0] == ((1, 1),)

@@ -301,6 +301,30 @@ GEMINI_WEB: Final = "web"
 GEMINI_MAPS: Final = "maps"
 GEMINI_IMAGE: Final = "image"
 GEMINI_GROUNDING_METHOD: Final = "grounding"
+#: AWS Bedrock Knowledge Bases (``bedrock-agent-runtime``) as openinference-instrumentation-bedrock records them
+#: (``_rag_wrappers.py``, ``_attribute_extractor.py``): ``retrieve`` and ``retrieve_and_generate`` are both
+#: ``RETRIEVER`` spans under these names (the stream's under its own), each document's ``document.metadata`` the
+#: JSON ``{"location", "metadata", "type"}`` of the reference (its location, the knowledge base's metadata map,
+#: the content type), the request's parameters in ``llm.invocation_parameters`` (``knowledgeBaseId`` for
+#: ``retrieve``; ``retrieveAndGenerateConfiguration`` for ``retrieve_and_generate``), and the generated text of
+#: ``retrieve_and_generate`` in ``output.value``.
+BEDROCK_RETRIEVE_AND_GENERATE_SPANS: Final = frozenset(
+    {"bedrock.retrieve_and_generate", "bedrock_agent.retrieve_and_generate_stream"}
+)
+BEDROCK_RAG_CONFIGURATION: Final = "retrieveAndGenerateConfiguration"
+BEDROCK_KB_CONFIGURATION: Final = "knowledgeBaseConfiguration"
+BEDROCK_KNOWLEDGE_BASE_ID: Final = "knowledgeBaseId"
+BEDROCK_DOCUMENT_LOCATION: Final = "location"
+BEDROCK_DOCUMENT_METADATA: Final = "metadata"
+BEDROCK_DOCUMENT_TYPE: Final = "type"
+#: Keys Bedrock itself puts into every reference's metadata map (beside the attributes of the source's
+#: ``.metadata.json``): the chunk's id, its source document's URI, the data source.
+BEDROCK_KB_METADATA_PREFIX: Final = "x-amz-bedrock-kb-"
+BEDROCK_KB_CHUNK_ID: Final = "x-amz-bedrock-kb-chunk-id"
+BEDROCK_KB_SOURCE_URI: Final = "x-amz-bedrock-kb-source-uri"
+#: ``RetrievalResultLocation``: one ``<kind>Location`` object per source type, naming the document by ``uri``
+#: (S3, Kendra), ``url`` (web, Confluence, Salesforce, SharePoint, OneDrive, Google Drive) or ``id`` (custom).
+BEDROCK_LOCATION_NAME_KEYS: Final = ("uri", "url", "id")
 OI_EVALUATIONS: Final = "evaluations"
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"

@@ -9,7 +9,8 @@ Rules, in order:
     that step run on its own (an agent loop invoking a retriever tool outside any span of the application),
     and its output is documents, not an answer. Wrap such loops in ``@scored_answer`` or a span of your own.
     A model call that retrieved by itself (OpenAI's hosted ``file_search``, :mod:`.hosted`; Gemini grounding,
-    :mod:`.grounding`) is a retrieval and a generation at once: as a root, it is the answer.
+    :mod:`.grounding`; a Bedrock Knowledge Base ``retrieve_and_generate``, :mod:`.bedrock`) is a retrieval and
+    a generation at once: as a root, it is the answer.
 
 A span with ``rag.answer = false`` declines: it is no answer, and neither is anything that only its subtree
 would make one (``@scored_answer`` sets it on a call that raised, so a failed request is not scored by rule
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import semconv
+from .bedrock import generates_answer
 from .grounding import holds_grounding
 from .haystack import haystack_step
 from .hosted import holds_file_search
@@ -184,9 +186,15 @@ def retrieved_in_call(attributes: Mapping[str, Any]) -> bool:
 
 def is_retrieval_step(span: SpanRecord) -> bool:
     """True for a retrieval span that is only that: its span feedback grades the retrieval. A model call that
-    retrieved by itself (:mod:`.hosted`, :mod:`.grounding`) also made the answer, so feedback on it is about the
-    answer."""
-    return is_retrieval_span(span) and not retrieved_in_call(span.attributes)
+    retrieved by itself (:mod:`.hosted`, :mod:`.grounding`), or a Bedrock ``retrieve_and_generate``
+    (:mod:`.bedrock`), also made the answer, so feedback on it is about the answer."""
+    return is_retrieval_span(span) and not _retrieved_and_generated(span)
+
+
+def _retrieved_and_generated(span: SpanRecord) -> bool:
+    """A retrieval span that is also the generation of an answer: a model call that retrieved by itself
+    (:func:`retrieved_in_call`), a Bedrock ``retrieve_and_generate``."""
+    return retrieved_in_call(span.attributes) or generates_answer(span)
 
 
 def _of_kind(attributes: Mapping[str, Any], kinds: frozenset[str], operations: frozenset[str]) -> bool:
@@ -302,7 +310,7 @@ def _trace_answers(
                 root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
-            if retrieved_in_call(span.attributes):  # it generated too: a tool root above it answers
+            if _retrieved_and_generated(span):  # it generated too: as a root or under a tool root, it answers
                 root_has_generation.add(answer_id)
         elif _is_generation(span):
             root_has_generation.add(answer_id)

@@ -12,6 +12,9 @@
   ``output.value`` Response JSON for the ``file_citation`` annotations of a call that ran ``file_search`` (its
   results are read in :mod:`.hosted`), and the Google GenAI instrumentor's ``GenerateContentResponse`` JSON for
   the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`).
+- RETRIEVER spans of AWS Bedrock Knowledge Bases (openinference-instrumentation-bedrock): each reference's
+  metadata one level down, the knowledge base as the method, and a ``retrieve_and_generate`` span read as a
+  generation too, its ``output.value`` the answer and its references the answer's citations (:mod:`.bedrock`).
 - The ``__REDACTED__`` an OpenInference ``TraceConfig`` writes for hidden text or metadata is read as absent; a
   retriever whose hidden metadata held its documents' only ids counts as unreadable.
 - ``evaluations.{i}.evaluation.*`` and ``annotations.{i}.annotation.*`` on any span but a RETRIEVER or RERANKER
@@ -25,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
+from . import bedrock
 from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
 from .grounding import read_supports
 from .hosted import read_citations
@@ -53,6 +57,13 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     kind = span_kind(span)
     if kind == semconv.OPENINFERENCE_KIND_RETRIEVER:
         documents = _documents(span.attributes, semconv.OI_RETRIEVAL_DOCUMENTS, reader)
+        # A Bedrock Knowledge Base reference nests the metadata one level down (see :mod:`.bedrock`); its
+        # knowledge base names the method.
+        hint = (
+            bedrock.knowledge_base_id(span.attributes, reader)
+            if documents and bedrock.adapt_documents(documents)
+            else None
+        )
         if documents:
             _add_langchain_ids(span.attributes, documents, reader)
             if any(
@@ -61,7 +72,7 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
                 # Hidden metadata took the ids with it (the LangChain tracer records none of its own): the
                 # documents an answer's markers name are unknown, as for a list cut by a value length limit.
                 reader.unreadable_retrievals += 1
-        return [RawRetrieval(span=span, documents=documents)] if documents else []
+        return [RawRetrieval(span=span, documents=documents, method_hint=hint)] if documents else []
     if kind == semconv.OPENINFERENCE_KIND_RERANKER:
         documents = _documents(span.attributes, semconv.OI_RERANKER_OUTPUT_DOCUMENTS, reader)
         return [RawRetrieval(span=span, documents=documents, rerank=True)] if documents else []
@@ -273,7 +284,10 @@ def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
 
 
 def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
-    if span_kind(span) != semconv.OPENINFERENCE_KIND_LLM:
+    kind = span_kind(span)
+    if kind == semconv.OPENINFERENCE_KIND_RETRIEVER:
+        return _retrieve_and_generate(span, reader)
+    if kind != semconv.OPENINFERENCE_KIND_LLM:
         return None
     attributes = span.attributes
     finish_reasons: list[str] = []
@@ -298,6 +312,22 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         citations=read_citations(attributes, reader) + cited,
         segments=segments,
     )
+
+
+def _retrieve_and_generate(span: SpanRecord, reader: Reader) -> Generation | None:
+    """A Bedrock ``retrieve_and_generate`` span (:func:`.bedrock.generates_answer`): the generated text is its
+    ``output.value``, and every reference it lists is one the answer cites (Bedrock lists no other)."""
+    if not bedrock.generates_answer(span):
+        return None
+    output = unredacted(span.attributes.get(semconv.OI_OUTPUT_VALUE))
+    if output is not None and not isinstance(output, str):
+        reader.skip()
+        output = None
+    # The documents were read (and their odd values counted) as the retrieval; read here for their ids only.
+    documents = _documents(span.attributes, semconv.OI_RETRIEVAL_DOCUMENTS, Reader())
+    bedrock.adapt_documents(documents)
+    cited = tuple(document.id for document in documents if isinstance(document.id, str) and document.id)
+    return Generation(span=span, text=output, citations=cited)
 
 
 def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:
