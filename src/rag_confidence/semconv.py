@@ -158,6 +158,9 @@ RAG_CONFIDENCE_SIGNALS_SKIPPED: Final = "rag.confidence.signals.skipped"
 RAG_CONFIDENCE_RETRIEVAL_SPANS: Final = "rag.confidence.retrieval.spans"
 RAG_CONFIDENCE_RETRIEVAL_SCORES_RESCALED: Final = "rag.confidence.retrieval.scores_rescaled"
 RAG_CONFIDENCE_CITATION_MARKERS: Final = "rag.confidence.citation.markers"
+#: Sources a response's own citations name (Anthropic's) that match no document the generator was shown: not
+#: invalid (the API cites only what the request holds), but with any of them ``citationCount`` is not derived.
+RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES: Final = "rag.confidence.citation.unmatched_sources"
 #: Documents a retrieval reported without any score (left out of the candidates; they still count for citations).
 RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS: Final = "rag.confidence.retrieval.unscored_documents"
 #: Documents a retrieval span reported but lost to the SDK's attribute limit (the oldest attributes go first).
@@ -301,6 +304,17 @@ GEMINI_WEB: Final = "web"
 GEMINI_MAPS: Final = "maps"
 GEMINI_IMAGE: Final = "image"
 GEMINI_GROUNDING_METHOD: Final = "grounding"
+#: Anthropic citations as the OpenInference Anthropic instrumentor records them: the ``Message`` in an LLM span's
+#: ``output.value`` (anthropic ``types``: ``TextBlock.citations``, ``CitationCharLocation``,
+#: ``CitationPageLocation``, ``CitationContentBlockLocation``, ``CitationsSearchResultLocation``) and the
+#: request's ``document`` blocks in its ``input.value``.
+ANTHROPIC_MESSAGE: Final = "message"
+ANTHROPIC_CITATIONS: Final = "citations"
+ANTHROPIC_DOCUMENT: Final = "document"
+ANTHROPIC_CHAR_LOCATION: Final = "char_location"
+ANTHROPIC_PAGE_LOCATION: Final = "page_location"
+ANTHROPIC_CONTENT_BLOCK_LOCATION: Final = "content_block_location"
+ANTHROPIC_SEARCH_RESULT_LOCATION: Final = "search_result_location"
 #: AWS Bedrock Knowledge Bases (``bedrock-agent-runtime``) as openinference-instrumentation-bedrock records them
 #: (``_rag_wrappers.py``, ``_attribute_extractor.py``): ``retrieve`` and ``retrieve_and_generate`` are both
 #: ``RETRIEVER`` spans under these names (the stream's under its own), each document's ``document.metadata`` the

@@ -430,9 +430,11 @@ class Evaluation:
 class Generation:
     """The text a generation span produced, its finish reasons (lower-cased), the references the response
     cites outside its text (OpenAI ``file_citation`` annotations: file ids; Gemini grounding supports: chunk
-    ids) and the pieces of its text the response says its sources back (Gemini grounding support segments)."""
+    ids) and the pieces of its text the response says its sources back (Gemini grounding support segments,
+    Anthropic cited text blocks), and the sources a response's citations name by what the request gave
+    (Anthropic's: each the names it may be known by, see :func:`.citations.summarize`)."""
 
-    __slots__ = ("span", "text", "finish_reasons", "citations", "segments")
+    __slots__ = ("span", "text", "finish_reasons", "citations", "segments", "sources")
 
     def __init__(
         self,
@@ -441,9 +443,11 @@ class Generation:
         finish_reasons: tuple[str, ...] = (),
         citations: tuple[str, ...] = (),
         segments: tuple[str, ...] = (),
+        sources: tuple[tuple[str, ...], ...] = (),
     ) -> None:
         self.span = span
         self.text = text
         self.finish_reasons = finish_reasons
         self.citations = citations
         self.segments = segments
+        self.sources = sources

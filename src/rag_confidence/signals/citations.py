@@ -12,7 +12,14 @@ The id of a document retrieved but dropped before the generator saw it (by a rer
 - ``invalidCitationCount``: distinct references that match no retrieved document.
 - ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence made
   of markers only, as in ``Paris. [1]``, belongs to the sentence before it) or overlapping a segment the
-  response says its sources back (Gemini grounding supports, found in the text by their own text).
+  response says its sources back (Gemini grounding supports, Anthropic cited text blocks, found in the text by
+  their own text).
+
+A response's own citations of the sources its request held (Anthropic's, :mod:`.anthropic_citations`) come as
+*sources*, each a tuple of the names it may be known by (ids, content keys): one is cited when a name matches a
+document shown to the generator (an id exactly or ignoring case, never as a position; a content key by the
+document's text). One matching none is no invalid citation (the provider cites only what the request held) but
+an unmatched one, and with any of those ``citationCount`` is unknown (``None``).
 
 Nothing is derived when the answer holds no marker at all: a pipeline that does not ask for citations is not
 penalised for missing ones (the diagnostics still report ``0`` markers).
@@ -25,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from .candidates import Merged
-from .documents import TEXT_KEY_PREFIX
+from .documents import TEXT_KEY_PREFIX, content_key
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 
 # At most 18 digits: a position beyond that is no position, and Python refuses to read more than 4,300 digits.
@@ -40,13 +47,16 @@ _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 
 
 class CitationSummary:
-    __slots__ = ("markers", "cited", "invalid", "coverage")
+    __slots__ = ("markers", "cited", "invalid", "coverage", "unmatched")
 
-    def __init__(self, markers: int, cited: int, invalid: int, coverage: float | None) -> None:
+    def __init__(
+        self, markers: int, cited: int | None, invalid: int, coverage: float | None, unmatched: int = 0
+    ) -> None:
         self.markers = markers
         self.cited = cited
         self.invalid = invalid
         self.coverage = coverage
+        self.unmatched = unmatched
 
 
 class _Matcher:
@@ -68,6 +78,26 @@ class _Matcher:
         self._folded: dict[str, int] | None = None
         # Per reference prefix (``doc-``), the lowest and highest number of the ids in that series, if any.
         self._series: dict[str, tuple[int, int] | tuple[()]] = {}
+        # Content keys of the shown documents' texts (stripped), built on the first source named by its text.
+        self._texts: dict[str, int] | None = None
+
+    def match_source(self, names: Sequence[str]) -> int | None:
+        """The position of the first shown document one of ``names`` names: an id (exactly, then ignoring
+        case; never a position), or a content key (:func:`.documents.content_key`) of its text."""
+        for name in names:
+            if name.startswith(TEXT_KEY_PREFIX):
+                if self._texts is None:
+                    self._texts = {}
+                    for position, entry in enumerate(self._presented):
+                        content = entry.document.content
+                        if content and content.strip():
+                            self._texts.setdefault(content_key(content.strip()), position)
+                found = self._texts.get(name)
+            else:
+                found = self.match_id(name.strip())
+            if found is not None:
+                return found
+        return None
 
     def match_id(self, reference: str) -> int | None:
         if reference in self._exact:
@@ -219,11 +249,14 @@ def summarize(
     structured: Sequence[str] = (),
     dropped: Sequence[Merged] = (),
     segments: Sequence[str] = (),
+    sources: Sequence[Sequence[str]] = (),
 ) -> CitationSummary:
     """Count markers in ``text`` plus ``structured`` references (a JSON answer's citation list, a response's
     own citations) against the ``presented`` documents; references to ``dropped`` ones (retrieved, not shown)
     are invalid. ``segments`` are pieces of ``text`` the response says its sources back: a sentence
-    overlapping one is covered."""
+    overlapping one is covered. ``sources`` are the sources a response's citations name, each by the names it
+    may be known by (see the module's docstring): never invalid, and ``cited`` is ``None`` when one matches no
+    shown document."""
     matcher = _Matcher(presented, options, dropped)
     references: list[tuple[int, int, str]] = []
     if text and _may_hold_markers(text, options):
@@ -246,6 +279,13 @@ def summarize(
             invalid.add(reference.strip().casefold())
         else:
             cited.add(index)
+    unmatched = 0
+    for names in sources:
+        index = matcher.match_source(names)
+        if index is None:
+            unmatched += 1
+        else:
+            cited.add(index)
     backed = _located(text, segments) if segments and text else []
     coverage = (
         _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed)
@@ -253,10 +293,11 @@ def summarize(
         else None
     )
     return CitationSummary(
-        markers=len(references) + len(structured),
-        cited=len(cited),
+        markers=len(references) + len(structured) + len(sources),
+        cited=None if unmatched else len(cited),
         invalid=len(invalid),
         coverage=coverage,
+        unmatched=unmatched,
     )
 
 

@@ -124,9 +124,17 @@ def extract_signals(
             inputs[name] = value
             sources[name] = "structured answer"
         summary = summarize(
-            answer.text, assembled.presented, options, answer.citations, assembled.dropped, answer.segments
+            answer.text,
+            assembled.presented,
+            options,
+            answer.citations,
+            assembled.dropped,
+            answer.segments,
+            answer.sources,
         )
         diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] = summary.markers
+        if summary.unmatched:
+            diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] = summary.unmatched
         # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
         # matching none of those read may be valid, so no citation input is derived rather than a wrong one.
         if summary.markers and not reader.unreadable_retrievals:
@@ -259,6 +267,7 @@ def _read_span(
                 + tuple(reason for reason in found.finish_reasons if reason not in reasons),
                 citations=found.citations or generation.citations,
                 segments=found.segments or generation.segments,
+                sources=found.sources or generation.sources,
             )
         if generation.text is not None:
             break

@@ -116,6 +116,7 @@ class Answer:
         "stated",
         "citations",
         "segments",
+        "sources",
         "structured",
         "response_id",
     )
@@ -127,8 +128,11 @@ class Answer:
         # ScoringInputs values a structured answer stated, and the references it listed as citations.
         self.stated: dict[str, Any] = {}
         self.citations: list[str] = []
-        # Pieces of the text the response says its sources back (Gemini grounding segments), for coverage.
+        # Pieces of the text the response says its sources back (Gemini grounding segments, Anthropic cited
+        # text blocks), for coverage.
         self.segments: tuple[str, ...] = ()
+        # Sources the response's citations name by what the request gave (Anthropic), each by its names.
+        self.sources: tuple[tuple[str, ...], ...] = ()
         self.structured = False
         # The provider's id of the response whose text is the answer (GenAI ``gen_ai.response.id``).
         self.response_id: str | None = None
@@ -193,6 +197,7 @@ def final_answer(
         # citation list replaces them below.
         answer.citations = list(with_text[-1].citations)
         answer.segments = with_text[-1].segments
+        answer.sources = with_text[-1].sources
         response_id = with_text[-1].span.attributes.get(semconv.GEN_AI_RESPONSE_ID)
         if isinstance(response_id, str) and response_id:
             answer.response_id = response_id

@@ -11,7 +11,9 @@
   ``llm.finish_reason`` or LangChain's ``generation_info.finish_reason``; the OpenAI instrumentor's
   ``output.value`` Response JSON for the ``file_citation`` annotations of a call that ran ``file_search`` (its
   results are read in :mod:`.hosted`), and the Google GenAI instrumentor's ``GenerateContentResponse`` JSON for
-  the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`).
+  the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`), and the
+  Anthropic instrumentor's ``Message`` JSON for the citations of Claude's text blocks, with the request's
+  documents from ``input.value`` (:mod:`.anthropic_citations`).
 - RETRIEVER spans of AWS Bedrock Knowledge Bases (openinference-instrumentation-bedrock): each reference's
   metadata one level down, the knowledge base as the method, and a ``retrieve_and_generate`` span read as a
   generation too, its ``output.value`` the answer and its references the answer's citations (:mod:`.bedrock`).
@@ -30,6 +32,7 @@ from typing import Any
 from .. import semconv
 from . import bedrock
 from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
+from .anthropic_citations import read_citations as read_anthropic_citations
 from .grounding import read_supports
 from .hosted import read_citations
 from .records import SpanRecord
@@ -303,14 +306,17 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         text = _output_value_text(attributes, reader, finish_reasons)
     # The OpenAI instrumentor's output.value is the Response itself: its file citations are annotations, not
     # markers in the text; the Google GenAI instrumentor's is the GenerateContentResponse, whose grounding
-    # supports cite chunks and name the segments they back.
+    # supports cite chunks and name the segments they back; the Anthropic instrumentor's is the Message, whose
+    # text blocks cite the request's documents and search results.
     cited, segments = read_supports(attributes, reader)
+    sources, cited_blocks = read_anthropic_citations(attributes, reader)
     return Generation(
         span=span,
         text=text,
         finish_reasons=tuple(finish_reasons),
         citations=read_citations(attributes, reader) + cited,
-        segments=segments,
+        segments=segments + cited_blocks,
+        sources=sources,
     )
 
 
