@@ -1,0 +1,533 @@
+"""Anthropic citations: Claude citing the ``search_result`` and ``document`` blocks of its request, under the
+real Anthropic instrumentors.
+
+The client is the real ``anthropic`` package; only its HTTP server is faked (a loopback server answering
+``POST /v1/messages`` as the Messages API does, reached through ``base_url``), because no network is available
+here. The server's JSON is built from the SDK's own types (``anthropic.types.Message``), so the client parses
+it as it would parse Anthropic's answer. The tracers are the real ``openinference-instrumentation-anthropic``
+and ``opentelemetry-instrumentation-anthropic`` (OpenLLMetry). The application's own retrieval is a GenAI
+retrieval span written here, as an application reports its retriever. Expected inputs are written from what
+the spans and the fake server say, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic.types import (
+    CitationCharLocation,
+    CitationContentBlockLocation,
+    CitationsSearchResultLocation,
+    Message,
+    TextBlock,
+    Usage,
+)
+from openinference.instrumentation.anthropic import AnthropicInstrumentor as OpenInferenceInstrumentor
+from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor as OpenLLMetryInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence import compute_confidence, semconv
+from rag_confidence.otel import ConfidenceSpanProcessor
+from rag_confidence.signals import (
+    SpanRecord,
+    extract_signals,
+    find_answers,
+    is_retrieval_span,
+    may_hold_answer,
+    records_from_readable_spans,
+)
+
+MODEL = "claude-sonnet-4-5"
+QUESTION = "What is the capital of France, and which river is the longest there?"
+PARIS = "Paris is the capital of France."
+LOIRE = "The Loire is the longest river in France."
+BERLIN = "Berlin is the capital of Germany."
+# The application's retrieval: three hits with ids and scores (the GenAI retrieval span below reports them).
+HITS = [
+    {"id": "kb-paris", "score": 0.9, "content": PARIS},
+    {"id": "kb-loire", "score": 0.6, "content": LOIRE},
+    {"id": "kb-berlin", "score": 0.3, "content": BERLIN},
+]
+INTRO = "According to the sources, "
+ANSWER = f"{INTRO}{PARIS} {LOIRE} Ask me more."
+
+
+def search_results() -> list[dict[str, Any]]:
+    """The hits as ``search_result`` blocks, each with the application's id as its ``source``."""
+    return [
+        {
+            "type": "search_result",
+            "source": hit["id"],
+            "title": f"Atlas, {hit['id']}",
+            "content": [{"type": "text", "text": hit["content"]}],
+            "citations": {"enabled": True},
+        }
+        for hit in HITS
+    ]
+
+
+def documents() -> list[dict[str, Any]]:
+    """The hits as ``document`` blocks: the first titled by its id, the second by a human title (known by its
+    text only), plus a house style guide the application attaches itself (retrieved by nobody)."""
+    return [
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": PARIS},
+            "title": "kb-paris",
+            "citations": {"enabled": True},
+        },
+        {
+            "type": "document",
+            "source": {"type": "content", "content": [{"type": "text", "text": LOIRE}]},
+            "title": "Rivers of France",
+            "citations": {"enabled": True},
+        },
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Answer politely. Ask me more."},
+            "title": "Style guide",
+            "citations": {"enabled": True},
+        },
+    ]
+
+
+def search_result_message() -> Message:
+    """Claude's answer citing the first two search results; the intro carries no citation."""
+    return _message(
+        [
+            TextBlock(type="text", text=INTRO),
+            TextBlock(
+                type="text",
+                text=PARIS,
+                citations=[
+                    CitationsSearchResultLocation(
+                        type="search_result_location",
+                        cited_text=PARIS,
+                        source="kb-paris",
+                        title="Atlas, kb-paris",
+                        search_result_index=0,
+                        start_block_index=0,
+                        end_block_index=1,
+                    )
+                ],
+            ),
+            TextBlock(
+                type="text",
+                text=f" {LOIRE}",
+                citations=[
+                    CitationsSearchResultLocation(
+                        type="search_result_location",
+                        cited_text=LOIRE,
+                        source="kb-loire",
+                        title="Atlas, kb-loire",
+                        search_result_index=1,
+                        start_block_index=0,
+                        end_block_index=1,
+                    ),
+                    # The same source again: one document cited, two markers.
+                    CitationsSearchResultLocation(
+                        type="search_result_location",
+                        cited_text=LOIRE,
+                        source="kb-loire",
+                        title="Atlas, kb-loire",
+                        search_result_index=1,
+                        start_block_index=0,
+                        end_block_index=1,
+                    ),
+                ],
+            ),
+            TextBlock(type="text", text=" Ask me more."),
+        ]
+    )
+
+
+def document_message(cite_style_guide: bool) -> Message:
+    """Claude's answer citing the first document by characters, the second by its content block and, when
+    asked, the style guide (a source the application's retrieval never returned)."""
+    tail_citations = (
+        [
+            CitationCharLocation(
+                type="char_location",
+                cited_text="Ask me more.",
+                document_index=2,
+                document_title="Style guide",
+                start_char_index=17,
+                end_char_index=29,
+            )
+        ]
+        if cite_style_guide
+        else None
+    )
+    return _message(
+        [
+            TextBlock(type="text", text=INTRO),
+            TextBlock(
+                type="text",
+                text=PARIS,
+                citations=[
+                    CitationCharLocation(
+                        type="char_location",
+                        cited_text=PARIS,
+                        document_index=0,
+                        document_title="kb-paris",
+                        start_char_index=0,
+                        end_char_index=len(PARIS),
+                    )
+                ],
+            ),
+            TextBlock(
+                type="text",
+                text=f" {LOIRE}",
+                citations=[
+                    CitationContentBlockLocation(
+                        type="content_block_location",
+                        cited_text=LOIRE,
+                        document_index=1,
+                        document_title="Rivers of France",
+                        start_block_index=0,
+                        end_block_index=1,
+                    )
+                ],
+            ),
+            TextBlock(type="text", text=" Ask me more.", citations=tail_citations),
+        ]
+    )
+
+
+def _message(content: list[TextBlock]) -> Message:
+    return Message(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        model=MODEL,
+        content=content,
+        stop_reason="end_turn",
+        stop_sequence=None,
+        usage=Usage(input_tokens=120, output_tokens=40),
+    )
+
+
+class FakeAnthropic:
+    """A loopback server answering every ``POST /v1/messages`` with one message (no network here)."""
+
+    def __init__(self) -> None:
+        self.message = search_result_message()
+        self.requests: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                fake.requests.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+                data = json.dumps(fake.message.model_dump(mode="json", exclude_none=True)).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self) -> anthropic.Anthropic:
+        return anthropic.Anthropic(
+            api_key="test-key", base_url=f"http://127.0.0.1:{self.server.server_port}", max_retries=0
+        )
+
+
+@pytest.fixture()
+def claude() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(processor(exporter))
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield exporter, provider
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture()
+def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(
+        OpenInferenceInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
+    )
+
+
+@pytest.fixture()
+def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    yield from traced(
+        OpenLLMetryInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
+    )
+
+
+def answer(client: anthropic.Anthropic, provider: TracerProvider, blocks: list[dict[str, Any]]) -> str:
+    """The application: a request span, its own retrieval reported on a GenAI retrieval span, then Claude."""
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        with tracer.start_as_current_span("retrieval kb") as span:
+            span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
+            span.set_attribute("gen_ai.data_source.id", "kb")
+            span.set_attribute("gen_ai.retrieval.documents", json.dumps(HITS))
+        response = client.messages.create(
+            model=MODEL,
+            max_tokens=512,
+            messages=[{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
+        )
+    return "".join(block.text for block in response.content if block.type == "text")
+
+
+def candidates() -> list[dict[str, Any]]:
+    """The retrieval as candidates, written out: method ``kb`` (the data source), scores as reported."""
+    return [
+        {"documentId": "kb-paris", "retrievalScores": {"kb": 0.9}, "combinedScore": 0.9, "rank": 1},
+        {"documentId": "kb-loire", "retrievalScores": {"kb": 0.6}, "combinedScore": 0.6, "rank": 2},
+        {"documentId": "kb-berlin", "retrievalScores": {"kb": 0.3}, "combinedScore": 0.3, "rank": 3},
+    ]
+
+
+def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
+    return records_from_readable_spans(exporter.get_finished_spans())
+
+
+def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [
+        span
+        for span in exporter.get_finished_spans()
+        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
+    ]
+
+
+def _llm(exporter: InMemorySpanExporter) -> ReadableSpan:
+    (span,) = [span for span in exporter.get_finished_spans() if span.name not in ("POST /ask", "retrieval kb")]
+    return span
+
+
+# -- what the instrumentors record -----------------------------------------------------------------------------
+
+
+def test_openinference_records_the_message_with_its_citations_and_the_request_with_its_documents(
+    claude: FakeAnthropic, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    exporter, provider = openinference
+    claude.message = document_message(cite_style_guide=False)
+    assert answer(claude.client(), provider, documents()) == ANSWER
+    assert claude.requests[0]["messages"][0]["content"][:3] == documents()
+
+    attributes = dict(_llm(exporter).attributes or {})
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "LLM"
+    content = json.loads(attributes[semconv.OI_OUTPUT_VALUE])["content"]
+    assert [block["citations"] is not None for block in content] == [False, True, True, False]
+    assert content[1]["citations"][0]["document_index"] == 0
+    request = json.loads(attributes[semconv.OI_INPUT_VALUE])
+    assert request["messages"][0]["content"][:3] == documents()
+    # The citations once more in the metadata, by text block.
+    assert sorted(json.loads(attributes["metadata"])["citations"]) == ["1", "2"]
+
+
+def test_openllmetry_records_the_documents_but_not_the_citations(
+    claude: FakeAnthropic, openllmetry: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """opentelemetry-instrumentation-anthropic: the document blocks in ``gen_ai.input.messages``, the output
+    text parts without their citations. The answer is scored from the application's retrieval, with no
+    citation input."""
+    exporter, provider = openllmetry
+    assert answer(claude.client(), provider, search_results()) == ANSWER
+
+    attributes = dict(_llm(exporter).attributes or {})
+    parts = json.loads(attributes["gen_ai.input.messages"])[0]["parts"]
+    assert [part["type"] for part in parts] == ["search_result"] * 3 + ["text"]
+    output = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    assert "".join(part["content"] for part in output[0]["parts"]) == ANSWER
+    assert "citations" not in attributes[semconv.GEN_AI_OUTPUT_MESSAGES]
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    assert "citationCount" not in signals.inputs and "citationCoverageScore" not in signals.inputs
+
+
+# -- scoring what OpenInference records ------------------------------------------------------------------------
+
+
+def test_search_result_citations_count_by_source_against_the_application_retrieval(
+    claude: FakeAnthropic, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """Three citations of two search results, by the ids the retrieval span reports: two documents cited, none
+    invalid; the sentences of the cited blocks (2 of 3: the intro sentence holds Paris) covered."""
+    exporter, provider = openinference
+    answer(claude.client(), provider, search_results())
+
+    spans = records(exporter)
+    llm = next(span for span in spans if span.span_id == _llm(exporter).context.span_id)
+    # The Claude call is a generation, not a retrieval: the documents are the application's.
+    assert not is_retrieval_span(llm) and not may_hold_answer(llm.attributes)
+    (group,) = find_answers(spans)
+    assert group.answer.name == "POST /ask" and group.rule == "root"
+    signals = extract_signals(group.spans)
+    expected = {
+        "candidates": candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        # "According to the sources, Paris ... France." and "The Loire ..." cited; "Ask me more." not.
+        "citationCoverageScore": 2 / 3,
+        "supportLevel": "medium",
+    }
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES not in signals.diagnostics
+
+    (answer_span,) = scored(exporter)
+    card = compute_confidence(expected)
+    assert answer_span.name == "POST /ask"
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == card.total
+    assert card.model_dump(by_alias=True)["dimensions"]["grounding"] == (
+        compute_confidence(signals.inputs).model_dump(by_alias=True)["dimensions"]["grounding"]
+    )
+
+
+def test_document_citations_match_by_title_or_text(
+    claude: FakeAnthropic, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """The first document is titled by its id, the second known by its text alone: both are retrieved ones."""
+    exporter, provider = openinference
+    claude.message = document_message(cite_style_guide=False)
+    answer(claude.client(), provider, documents())
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    expected = {
+        "candidates": candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 2 / 3,
+        "supportLevel": "medium",
+    }
+    assert signals.inputs == expected
+    (answer_span,) = scored(exporter)
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+def test_a_cited_document_nobody_retrieved_is_no_invalid_citation_and_leaves_the_count_out(
+    claude: FakeAnthropic, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """The style guide is a source the request held (so the citation is no invalid one) that no retrieval
+    returned: the retrieved documents cited (2) would understate what was cited, so no ``citationCount``; every
+    sentence is backed by a cited block."""
+    exporter, provider = openinference
+    claude.message = document_message(cite_style_guide=True)
+    answer(claude.client(), provider, documents())
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    expected = {
+        "candidates": candidates(),
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+        "supportLevel": "medium",
+    }
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
+    (answer_span,) = scored(exporter)
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+# -- the reader on recorded attributes -------------------------------------------------------------------------
+
+
+def _span(output: dict[str, Any], request: dict[str, Any] | None = None) -> SpanRecord:
+    attributes: dict[str, Any] = {
+        semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+        semconv.OI_OUTPUT_VALUE: json.dumps(output),
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "".join(block["text"] for block in output["content"]),
+    }
+    if request is not None:
+        attributes[semconv.OI_INPUT_VALUE] = json.dumps(request)
+    return SpanRecord(1, 3, 1, "messages.create", attributes, end_time=5)
+
+
+def _retrieval() -> list[SpanRecord]:
+    return [
+        SpanRecord(1, 1, None, "POST /ask", {}, end_time=10),
+        SpanRecord(
+            1,
+            2,
+            1,
+            "retrieval kb",
+            {
+                semconv.GEN_AI_OPERATION_NAME: "retrieval",
+                "gen_ai.data_source.id": "kb",
+                "gen_ai.retrieval.documents": json.dumps(HITS),
+            },
+            end_time=3,
+        ),
+    ]
+
+
+def test_a_document_index_is_no_position_into_the_retrieval() -> None:
+    """Without the request (hidden ``input.value``), a document citation is known by its ``document_title``
+    only: index 0 is not the first retrieved document, so a human title leaves the source unmatched."""
+    output = json.loads(document_message(cite_style_guide=False).model_dump_json())
+    signals = extract_signals([*_retrieval(), _span(output)])
+    # kb-paris is named by its title; "Rivers of France" matches no id and its text is unknown.
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
+    assert "citationCount" not in signals.inputs
+    assert signals.inputs["invalidCitationCount"] == 0
+
+
+def test_a_document_whose_title_disagrees_with_the_citation_is_not_trusted() -> None:
+    """The request's document at ``document_index`` has another title than the citation names: the index
+    counts blocks the reader does not (say, a newer block type), so only the citation's own title names it."""
+    output = json.loads(document_message(cite_style_guide=False).model_dump_json())
+    shifted = [
+        {"type": "document", "source": {"type": "text", "data": BERLIN}, "title": "kb-berlin"},
+        *documents(),
+    ]
+    request = {"messages": [{"role": "user", "content": shifted}]}
+    signals = extract_signals([*_retrieval(), _span(output, request)])
+    # Index 0 is kb-berlin by position, but the citation says kb-paris: read as kb-paris. Index 1 says
+    # "Rivers of France" and holds kb-paris: only the title is left, which matches nothing.
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
+
+
+def test_web_search_citations_and_plain_messages_are_not_read() -> None:
+    output = {
+        "type": "message",
+        "content": [
+            {
+                "type": "text",
+                "text": PARIS,
+                "citations": [
+                    {
+                        "type": "web_search_result_location",
+                        "url": "https://example.org",
+                        "title": "x",
+                        "cited_text": PARIS,
+                        "encrypted_index": "e",
+                    }
+                ],
+            }
+        ],
+    }
+    signals = extract_signals([*_retrieval(), _span(output)])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    assert "citationCoverageScore" not in signals.inputs
