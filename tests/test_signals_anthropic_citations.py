@@ -316,7 +316,9 @@ def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 
 
 def _llm(exporter: InMemorySpanExporter) -> ReadableSpan:
-    (span,) = [span for span in exporter.get_finished_spans() if span.name not in ("POST /ask", "retrieval kb")]
+    (span,) = [
+        span for span in exporter.get_finished_spans() if span.name not in ("POST /ask", "retrieval kb")
+    ]
     return span
 
 
@@ -398,8 +400,9 @@ def test_search_result_citations_count_by_source_against_the_application_retriev
     card = compute_confidence(expected)
     assert answer_span.name == "POST /ask"
     assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == card.total
-    assert card.model_dump(by_alias=True)["dimensions"]["grounding"] == (
-        compute_confidence(signals.inputs).model_dump(by_alias=True)["dimensions"]["grounding"]
+    assert (
+        card.model_dump(by_alias=True)["dimensions"]["grounding"]
+        == (compute_confidence(signals.inputs).model_dump(by_alias=True)["dimensions"]["grounding"])
     )
 
 

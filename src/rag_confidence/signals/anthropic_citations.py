@@ -71,7 +71,9 @@ _DOCUMENT_LOCATIONS = frozenset(
 Source = tuple[str, ...]
 
 
-def read_citations(attributes: Mapping[str, Any], reader: Reader) -> tuple[tuple[Source, ...], tuple[str, ...]]:
+def read_citations(
+    attributes: Mapping[str, Any], reader: Reader
+) -> tuple[tuple[Source, ...], tuple[str, ...]]:
     """``(sources, segments)`` of a Claude response recorded by the OpenInference Anthropic instrumentor: one
     source per citation read (repeats kept: each is a marker), and the text of each text block carrying one.
     Empty for any span whose ``output.value`` is no Message with citations."""
