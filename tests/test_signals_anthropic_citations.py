@@ -45,7 +45,7 @@ from rag_confidence.signals import (
     records_from_readable_spans,
 )
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 QUESTION = "What is the capital of France, and which river is the longest there?"
 PARIS = "Paris is the capital of France."
 LOIRE = "The Loire is the longest river in France."
