@@ -831,3 +831,36 @@ def test_a_langchain_step_named_retrieve_under_openllmetry_is_no_retriever(
     signals = extract_signals(only_answer(openllmetry).spans)
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
     assert signals.inputs["citationCount"] == 1
+
+
+def test_documents_with_metadata_shaped_like_a_bedrock_reference_keep_their_own_metadata(
+    openinference: InMemorySpanExporter,
+) -> None:
+    """Metadata of exactly the keys a Bedrock Knowledge Base reference has (``location``, ``metadata``,
+    ``type``) is this retriever's own: its nested ``metadata`` is not read in its place (no score, no
+    document type taken from there)."""
+
+    class SectionRetriever(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [
+                Document(
+                    id="doc-1",
+                    page_content=CORPUS["doc-1"][0],
+                    metadata={
+                        "location": {"page": 3},
+                        "metadata": {"document_type": "atlas", "score": 0.9},
+                        "type": "faq",
+                    },
+                )
+            ]
+
+    openinference.clear()
+    chain = SectionRetriever() | RunnableLambda(lambda documents: "Paris is the capital of France [doc-1].")
+    chain.invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openinference).spans)
+    assert signals.inputs["candidates"] == []  # the documents carry no score of their own
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 1
+    assert signals.inputs["citationCount"] == 1

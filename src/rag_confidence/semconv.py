@@ -311,6 +311,7 @@ GEMINI_GROUNDING_METHOD: Final = "grounding"
 BEDROCK_RETRIEVE_AND_GENERATE_SPANS: Final = frozenset(
     {"bedrock.retrieve_and_generate", "bedrock_agent.retrieve_and_generate_stream"}
 )
+BEDROCK_KNOWLEDGE_BASE_SPANS: Final = BEDROCK_RETRIEVE_AND_GENERATE_SPANS | {"bedrock.retrieve"}
 BEDROCK_RAG_CONFIGURATION: Final = "retrieveAndGenerateConfiguration"
 BEDROCK_KB_CONFIGURATION: Final = "knowledgeBaseConfiguration"
 BEDROCK_KNOWLEDGE_BASE_ID: Final = "knowledgeBaseId"
