@@ -10,6 +10,7 @@ Expected inputs are written from what the fake server returns, never from the co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -302,6 +303,34 @@ def test_a_bare_grounded_call_is_its_own_answer(
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
     assert compute_confidence(signals.inputs).total == compute_confidence(expected).total
+
+
+def test_a_grounded_response_cut_short_by_a_length_limit_is_a_grounded_call_read_as_unreadable(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """A value length limit that cuts ``output.value`` inside the first candidate's chunk list leaves no JSON:
+    the call still retrieved (its chunks unreadable, so no citation input is derived), and one cut before the
+    list opens says nothing of a retrieval."""
+    exporter, _ = openinference
+    ask(gemini.client())
+    (span,) = records(exporter)
+    output = span.attributes[semconv.OI_OUTPUT_VALUE]
+    opened = output.index('"grounding_chunks"')
+
+    within = dataclasses.replace(
+        span, attributes={**span.attributes, semconv.OI_OUTPUT_VALUE: output[: opened + 40]}
+    )
+    assert is_retrieval_span(within)
+    (group,) = find_answers([within])
+    signals = extract_signals(group.spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
+    assert "citationCount" not in signals.inputs
+
+    before = dataclasses.replace(
+        span, attributes={**span.attributes, semconv.OI_OUTPUT_VALUE: output[:opened]}
+    )
+    assert not is_retrieval_span(before)
+    assert find_answers([before]) == []
 
 
 def test_coverage_is_the_share_of_sentences_a_support_backs(
