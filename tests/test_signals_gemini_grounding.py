@@ -449,3 +449,47 @@ def test_under_the_contrib_instrumentor_the_documented_workaround_scores(
     assert answer.attributes is not None
     expected = compute_confidence(expected_inputs(cited=2, coverage=1.0))
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+
+
+def test_thousands_of_segments_missing_from_a_long_answer_are_located_in_bounded_time() -> None:
+    """Span data a sender shaped (to the gateway): a long answer text and thousands of supports whose segments it
+    does not hold. Each such segment cost two scans of the whole text: over ten seconds for this span. The
+    segments found first still cover their sentence."""
+    import time
+
+    sentence = "a" * 99 + "."
+    text = " ".join([FIRST, *([sentence] * 10_000)])
+    supports = [{"segment": {"text": FIRST}, "grounding_chunk_indices": [0]}] + [
+        {"segment": {"text": "a" * 60 + "b"}, "grounding_chunk_indices": [0]} for _ in range(5_000)
+    ]
+    output = json.dumps(
+        {
+            "candidates": [
+                {
+                    "grounding_metadata": {
+                        "grounding_chunks": [{"web": {"uri": RIVERS}}],
+                        "grounding_supports": supports,
+                    }
+                }
+            ]
+        }
+    )
+    span = SpanRecord(
+        1,
+        1,
+        None,
+        "GenerateContent",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+            semconv.OI_OUTPUT_VALUE: output,
+            "llm.output_messages.0.message.role": "model",
+            "llm.output_messages.0.message.content": text,
+        },
+    )
+    started = time.process_time()
+    (group,) = find_answers([span])
+    signals = extract_signals(group.spans)
+    # Not a speed target: a generous bound the unbounded search (over 10 s here) exceeds by far.
+    assert time.process_time() - started < 2.0
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == pytest.approx(1 / 10_001)
