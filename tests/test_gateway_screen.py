@@ -96,6 +96,8 @@ STRINGS = [
     GROUNDED_OUTPUT[:70],  # cut short: grounded, what it found unreadable
     # Grounding deeper down than a response's first candidate (a framework's JSON), and an empty chunk list.
     '{"generations": [{"grounding_metadata": {"grounding_chunks": [{"web": {}}]}}]}',
+    # The same cut short by a length limit: no JSON, and no response's grounding either.
+    '{"generations": [{"grounding_metadata": {"grounding_chunks": [{"web": {}}]}}]}'[:60],
     '{"candidates": [{"grounding_metadata": {"grounding_chunks": []}}]}',
     "InMemoryBM25Retriever",  # Haystack component class names (haystack.component.type)
     "TransformersSimilarityRanker",

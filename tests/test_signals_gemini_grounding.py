@@ -10,6 +10,7 @@ Expected inputs are written from what the fake server returns, never from the co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -304,6 +305,34 @@ def test_a_bare_grounded_call_is_its_own_answer(
     assert compute_confidence(signals.inputs).total == compute_confidence(expected).total
 
 
+def test_a_grounded_response_cut_short_by_a_length_limit_is_a_grounded_call_read_as_unreadable(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """A value length limit that cuts ``output.value`` inside the first candidate's chunk list leaves no JSON:
+    the call still retrieved (its chunks unreadable, so no citation input is derived), and one cut before the
+    list opens says nothing of a retrieval."""
+    exporter, _ = openinference
+    ask(gemini.client())
+    (span,) = records(exporter)
+    output = span.attributes[semconv.OI_OUTPUT_VALUE]
+    opened = output.index('"grounding_chunks"')
+
+    within = dataclasses.replace(
+        span, attributes={**span.attributes, semconv.OI_OUTPUT_VALUE: output[: opened + 40]}
+    )
+    assert is_retrieval_span(within)
+    (group,) = find_answers([within])
+    signals = extract_signals(group.spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
+    assert "citationCount" not in signals.inputs
+
+    before = dataclasses.replace(
+        span, attributes={**span.attributes, semconv.OI_OUTPUT_VALUE: output[:opened]}
+    )
+    assert not is_retrieval_span(before)
+    assert find_answers([before]) == []
+
+
 def test_coverage_is_the_share_of_sentences_a_support_backs(
     gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
 ) -> None:
@@ -420,3 +449,47 @@ def test_under_the_contrib_instrumentor_the_documented_workaround_scores(
     assert answer.attributes is not None
     expected = compute_confidence(expected_inputs(cited=2, coverage=1.0))
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+
+
+def test_thousands_of_segments_missing_from_a_long_answer_are_located_in_bounded_time() -> None:
+    """Span data a sender shaped (to the gateway): a long answer text and thousands of supports whose segments it
+    does not hold. Each such segment cost two scans of the whole text: over ten seconds for this span. The
+    segments found first still cover their sentence."""
+    import time
+
+    sentence = "a" * 99 + "."
+    text = " ".join([FIRST, *([sentence] * 10_000)])
+    supports = [{"segment": {"text": FIRST}, "grounding_chunk_indices": [0]}] + [
+        {"segment": {"text": "a" * 60 + "b"}, "grounding_chunk_indices": [0]} for _ in range(5_000)
+    ]
+    output = json.dumps(
+        {
+            "candidates": [
+                {
+                    "grounding_metadata": {
+                        "grounding_chunks": [{"web": {"uri": RIVERS}}],
+                        "grounding_supports": supports,
+                    }
+                }
+            ]
+        }
+    )
+    span = SpanRecord(
+        1,
+        1,
+        None,
+        "GenerateContent",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+            semconv.OI_OUTPUT_VALUE: output,
+            "llm.output_messages.0.message.role": "model",
+            "llm.output_messages.0.message.content": text,
+        },
+    )
+    started = time.process_time()
+    (group,) = find_answers([span])
+    signals = extract_signals(group.spans)
+    # Not a speed target: a generous bound the unbounded search (over 10 s here) exceeds by far.
+    assert time.process_time() - started < 2.0
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["citationCoverageScore"] == pytest.approx(1 / 10_001)

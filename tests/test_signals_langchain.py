@@ -8,6 +8,7 @@ Expected ids and scores come from calling the vector store directly, never from 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -39,6 +40,7 @@ from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import (
     AnswerGroup,
     SignalOptions,
+    SpanRecord,
     extract_signals,
     find_answers,
     records_from_readable_spans,
@@ -831,3 +833,109 @@ def test_a_langchain_step_named_retrieve_under_openllmetry_is_no_retriever(
     signals = extract_signals(only_answer(openllmetry).spans)
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
     assert signals.inputs["citationCount"] == 1
+
+
+def test_documents_with_metadata_shaped_like_a_bedrock_reference_keep_their_own_metadata(
+    openinference: InMemorySpanExporter,
+) -> None:
+    """Metadata of exactly the keys a Bedrock Knowledge Base reference has (``location``, ``metadata``,
+    ``type``) is this retriever's own: its nested ``metadata`` is not read in its place (no score, no
+    document type taken from there)."""
+
+    class SectionRetriever(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [
+                Document(
+                    id="doc-1",
+                    page_content=CORPUS["doc-1"][0],
+                    metadata={
+                        "location": {"page": 3},
+                        "metadata": {"document_type": "atlas", "score": 0.9},
+                        "type": "faq",
+                    },
+                )
+            ]
+
+    openinference.clear()
+    chain = SectionRetriever() | RunnableLambda(lambda documents: "Paris is the capital of France [doc-1].")
+    chain.invoke(QUESTION)
+
+    signals = extract_signals(only_answer(openinference).spans)
+    assert signals.inputs["candidates"] == []  # the documents carry no score of their own
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 1
+    assert signals.inputs["citationCount"] == 1
+
+
+class GroundedChatModel(BaseChatModel):
+    """A chat model answering as ``langchain-google-genai``'s ``ChatGoogleGenerativeAI`` does for a grounded
+    Gemini call: the response's ``grounding_metadata`` (snake_case, as the SDK dumps it) in the generation's
+    ``generation_info``, which LangChain copies into the message's ``response_metadata``."""
+
+    text: str
+
+    @property
+    def _llm_type(self) -> str:
+        return "grounded-chat"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        grounding = {
+            "grounding_chunks": [
+                {"web": {"uri": f"https://example.org/{i}", "title": f"site {i}"}} for i in range(30)
+            ],
+            "grounding_supports": [
+                {"segment": {"text": "Paris is the capital of France."}, "grounding_chunk_indices": [i]}
+                for i in range(30)
+            ],
+        }
+        info = {"finish_reason": "STOP", "grounding_metadata": grounding}
+        message = AIMessage(content=self.text, response_metadata=info)
+        return ChatResult(generations=[ChatGeneration(message=message, generation_info=info)])
+
+
+def _cut_output_values(records: list[SpanRecord], limit: int) -> list[SpanRecord]:
+    """The records as a value length limit (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) leaves them: every
+    ``output.value`` cut to ``limit`` characters, as the SDK cuts string attributes."""
+    cut = []
+    for record in records:
+        output = record.attributes.get(semconv.OI_OUTPUT_VALUE)
+        if isinstance(output, str) and len(output) > limit:
+            record = dataclasses.replace(
+                record, attributes={**record.attributes, semconv.OI_OUTPUT_VALUE: output[:limit]}
+            )
+        cut.append(record)
+    return cut
+
+
+@pytest.mark.parametrize("limit", [None, 2000])
+def test_grounding_in_a_langchain_llm_result_is_no_retrieval_even_cut_short(
+    openinference: InMemorySpanExporter, limit: int | None
+) -> None:
+    """The OpenInference LangChain tracer's ``output.value`` of a chat model wrapping grounded Gemini holds the
+    grounding deeper down (``generations[0][0].generation_info``): no response of the model, so no retrieval,
+    whole or cut short by a length limit. Counted as one, its unreadable chunks withheld the citation inputs of
+    the chain's own retrieval, and a bare chat call became an answer."""
+    store = make_store()
+    text = "Paris is the capital of France [doc-1]."
+    openinference.clear()
+    single_retriever_chain(GroundedChatModel(text=text), store).invoke(QUESTION)
+    records = records_from_readable_spans(openinference.get_finished_spans())
+    if limit is not None:
+        records = _cut_output_values(records, limit)
+    (group,) = find_answers(records)
+    signals = extract_signals(group.spans)
+    assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
+    assert signals.inputs["citationCount"] == 1
+    assert signals.inputs["invalidCitationCount"] == 0
+
+    openinference.clear()
+    GroundedChatModel(text=text).invoke(QUESTION)
+    records = records_from_readable_spans(openinference.get_finished_spans())
+    assert find_answers(_cut_output_values(records, limit) if limit is not None else records) == []

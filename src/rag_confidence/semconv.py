@@ -325,6 +325,7 @@ ANTHROPIC_SEARCH_RESULT_LOCATION: Final = "search_result_location"
 BEDROCK_RETRIEVE_AND_GENERATE_SPANS: Final = frozenset(
     {"bedrock.retrieve_and_generate", "bedrock_agent.retrieve_and_generate_stream"}
 )
+BEDROCK_KNOWLEDGE_BASE_SPANS: Final = BEDROCK_RETRIEVE_AND_GENERATE_SPANS | {"bedrock.retrieve"}
 BEDROCK_RAG_CONFIGURATION: Final = "retrieveAndGenerateConfiguration"
 BEDROCK_KB_CONFIGURATION: Final = "knowledgeBaseConfiguration"
 BEDROCK_KNOWLEDGE_BASE_ID: Final = "knowledgeBaseId"

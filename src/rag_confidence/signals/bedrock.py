@@ -62,6 +62,30 @@ def generates_answer(span: SpanRecord) -> bool:
     return parameters is not None and isinstance(parameters.get(semconv.BEDROCK_RAG_CONFIGURATION), Mapping)
 
 
+def knowledge_base_span(span: SpanRecord) -> bool:
+    """True for the ``RETRIEVER`` span of a Knowledge Base call (``retrieve`` or ``retrieve_and_generate``): by
+    the instrumentor's span names, or by the request in ``llm.invocation_parameters`` (``knowledgeBaseId``, or
+    a ``retrieveAndGenerateConfiguration``).
+
+    Only such a span's documents are read as references (:func:`adapt_documents`): a LangChain, LlamaIndex or
+    Haystack retriever is free to give its documents metadata of exactly the keys ``location``, ``metadata``
+    and ``type``, and its nested ``metadata`` is then the application's own, not a map to read scores and types
+    from in place of the documents' metadata.
+
+    >>> knowledge_base_span(SpanRecord(1, 1, None, "VectorStoreRetriever", {"openinference.span.kind": "RETRIEVER"}))
+    False
+    >>> knowledge_base_span(SpanRecord(1, 1, None, "retrieve", {"openinference.span.kind": "RETRIEVER",
+    ...                                "llm.invocation_parameters": '{"knowledgeBaseId": "KB1"}'}))
+    True
+    """
+    attributes = span.attributes
+    if attributes.get(semconv.OPENINFERENCE_SPAN_KIND) != semconv.OPENINFERENCE_KIND_RETRIEVER:
+        return False
+    if span.name in semconv.BEDROCK_KNOWLEDGE_BASE_SPANS:
+        return True
+    return knowledge_base_id(attributes, Reader()) is not None or generates_answer(span)
+
+
 def knowledge_base_id(attributes: Mapping[str, Any], reader: Reader) -> str | None:
     """The knowledge base a ``retrieve`` (``knowledgeBaseId``) or a ``retrieve_and_generate`` (its
     ``knowledgeBaseConfiguration``) searched, from ``llm.invocation_parameters``: the retrieval's method."""
@@ -89,9 +113,10 @@ def _invocation_parameters(
 
 
 def adapt_documents(documents: list[RawDocument]) -> bool:
-    """Read Knowledge Base references as documents: the inner metadata map is the metadata (the key map reads
-    the application's attributes there, never the content type), and a document without a chunk id is known by
-    its source URI or its location. True when any document was one."""
+    """Read Knowledge Base references (the documents of a :func:`knowledge_base_span`) as documents: the inner
+    metadata map is the metadata (the key map reads the application's attributes there, never the content type),
+    and a document without a chunk id is known by its source URI or its location. True when any document was
+    one."""
     adapted = False
     for document in documents:
         metadata = document.metadata

@@ -301,18 +301,34 @@ def summarize(
     )
 
 
+# How many passes over an answer's text locating its segments may cost. Segments in text order cost about one
+# pass in all; each one the text does not hold (or out of order) costs a pass of its own, so a response naming
+# thousands of segments absent from a long text (span data a sender shaped, to the gateway) cost thousands of
+# passes: seconds per span. Past this budget the remaining segments are not located, and cover nothing.
+_SEGMENT_PASSES = 32
+
+
 def _located(text: str, segments: Sequence[str]) -> list[tuple[int, int]]:
     """Where each segment stands in ``text``, as disjoint sorted ``[start, end)`` spans (a segment not found
     is left out: the text read is not the one the response's segments point into). Segments come in text
-    order, so each is searched from where the last one started, then from the beginning."""
+    order, so each is searched from where the last one started, then from the beginning; the searches stop once
+    they have scanned :data:`_SEGMENT_PASSES` times the text."""
     found: list[tuple[int, int]] = []
     cursor = 0
+    length = len(text)
+    budget = _SEGMENT_PASSES * (length + 1)
     for segment in segments:
+        if budget <= 0:
+            break
         start = text.find(segment, cursor)
         if start < 0:
+            # Scanned from the cursor to the end, then from the beginning (to the end again when not there).
             start = text.find(segment)
+            budget -= length - cursor + (length if start < 0 else start + len(segment))
             if start < 0:
                 continue
+        else:
+            budget -= start + len(segment) - cursor
         found.append((start, start + len(segment)))
         cursor = start
     found.sort()

@@ -30,6 +30,7 @@ was retrieved (see docs/signals.md, *Known limits*).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,7 +70,8 @@ def holds_grounding(attributes: Mapping[str, Any]) -> bool:
     Reads ``openinference.span.kind`` and ``output.value`` only (both in ``answers.ANSWER_HINT_KEYS``). The
     chunks must be the response's own (``candidates[0].grounding_metadata.grounding_chunks``, non-empty): other
     JSON may hold such objects deeper down (a framework's result wrapping a Gemini message). A value cut short by
-    a length limit (no JSON) still says that the model retrieved (what it found is then unreadable).
+    a length limit (no JSON) still says that the model retrieved when it opens the chunks at that path (what it
+    found is then unreadable).
 
     >>> holds_grounding({"openinference.span.kind": "LLM", "output.value":
     ...     '{"candidates": [{"grounding_metadata": {"grounding_chunks": [{"web": {"uri": "https://a"}}]}}]}'})
@@ -91,16 +93,81 @@ def _grounding(attributes: Mapping[str, Any]) -> _Grounding | None:
     last_output, last_found = _last
     if last_output is output:
         return last_found
-    found: _Grounding | None = _UNREADABLE  # no JSON (cut short, or too long to read): grounded, unreadable
+    found: _Grounding | None = None
     if len(output) <= MAX_JSON_CHARS:
         try:
             parsed = loads_json(output)
         except (ValueError, RecursionError):
-            pass
+            found = _UNREADABLE if _opens_grounding(output) else None
         else:
             found = _first_candidate_grounding(parsed)
+    elif _opens_grounding(output):
+        found = _UNREADABLE
     _last = (output, found)
     return found
+
+
+def _opens_grounding(output: str) -> bool:
+    """Whether JSON that cannot be read (cut short by a length limit, or too long) opens the response's own
+    non-empty chunk list: ``grounding_chunks`` at ``candidates[0].grounding_metadata``, the path followed as far
+    as the text goes. A value cut short there is a grounded call whose chunks are unreadable; a framework's result
+    holding a Gemini message deeper down (the OpenInference LangChain tracer's ``LLMResult`` of
+    ``langchain-google-genai``, ``grounding_metadata`` in ``generation_info``) is no retrieval, cut short or not:
+    counted as one, its unreadable chunks withheld the citation inputs of the application's own retrieval, and
+    made a chat call without any retrieval an answer."""
+    start = _space(output, 0)
+    if output[start : start + 1] != "{":
+        return False
+    candidates = _member(output, start, semconv.GEMINI_CANDIDATES)
+    if candidates is None or output[candidates : candidates + 1] != "[":
+        return False
+    first = _space(output, candidates + 1)
+    if output[first : first + 1] != "{":
+        return False
+    metadata = _member(output, first, semconv.GEMINI_GROUNDING_METADATA)
+    if metadata is None or output[metadata : metadata + 1] != "{":
+        return False
+    chunks = _member(output, metadata, semconv.GEMINI_GROUNDING_CHUNKS)
+    return chunks is not None and _NON_EMPTY_LIST.match(output, chunks) is not None
+
+
+_NON_EMPTY_LIST = re.compile(r"\[\s*\{")
+_DECODER = json.JSONDecoder()
+
+
+def _space(text: str, index: int) -> int:
+    """``index`` past any JSON whitespace (instrumentors write compact JSON: usually none)."""
+    while index < len(text) and text[index] in " \t\n\r":
+        index += 1
+    return index
+
+
+def _member(text: str, start: int, key: str) -> int | None:
+    """Where the value of ``key`` starts in the object opening at ``text[start]``, or None when the object has
+    no such member before the text ends or stops being JSON. The other members' values are skipped whole by the
+    C decoder (a value cut short ends the search: nothing follows it), so this costs about one parse of the
+    text up to there."""
+    index = _space(text, start + 1)
+    while text[index : index + 1] == '"':
+        try:
+            name, index = _DECODER.raw_decode(text, index)
+        except ValueError:
+            return None
+        index = _space(text, index)
+        if text[index : index + 1] != ":":
+            return None
+        index = _space(text, index + 1)
+        if name == key:
+            return index
+        try:
+            _, index = _DECODER.raw_decode(text, index)
+        except (ValueError, RecursionError):
+            return None
+        index = _space(text, index)
+        if text[index : index + 1] != ",":
+            return None
+        index = _space(text, index + 1)
+    return None
 
 
 def _first_candidate_grounding(parsed: Any) -> _Grounding | None:

@@ -61,10 +61,11 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     if kind == semconv.OPENINFERENCE_KIND_RETRIEVER:
         documents = _documents(span.attributes, semconv.OI_RETRIEVAL_DOCUMENTS, reader)
         # A Bedrock Knowledge Base reference nests the metadata one level down (see :mod:`.bedrock`); its
-        # knowledge base names the method.
+        # knowledge base names the method. Only a Knowledge Base span's: another retriever's documents may carry
+        # metadata of the same keys, their own.
         hint = (
             bedrock.knowledge_base_id(span.attributes, reader)
-            if documents and bedrock.adapt_documents(documents)
+            if documents and bedrock.knowledge_base_span(span) and bedrock.adapt_documents(documents)
             else None
         )
         if documents:
