@@ -35,6 +35,7 @@ COMPILED = [
     "src/rag_confidence/scoring/dimensions/corpus.py",
     "src/rag_confidence/scoring/dimensions/freshness.py",
     "src/rag_confidence/scoring/dimensions/index_integrity.py",
+    "src/rag_confidence/signals/_partial_json.py",
     "src/rag_confidence/signals/_values.py",
     "src/rag_confidence/signals/answers.py",
     "src/rag_confidence/signals/bedrock.py",

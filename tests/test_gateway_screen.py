@@ -92,6 +92,8 @@ STRINGS = [
     FILE_SEARCH_OUTPUT[:60],  # cut short by a value length limit: the search ran, its results are unreadable
     # A framework's JSON holding the item deeper down (LangChain's LLMResult of a Responses call): no Response.
     '{"generations": [[{"tool_outputs": [{"type": "file_search_call", "results": null}]}]]}',
+    '{"generations": [[{"tool_outputs": [{"type": "file_search_call", "results": [{"file_id": "f',  # cut short
+    '{"output": [{"id": "m1", "type": "message"}, {"type": "file_search_call", "results": [{"file_id": "f',
     GROUNDED_OUTPUT,
     GROUNDED_OUTPUT[:70],  # cut short: grounded, what it found unreadable
     # Grounding deeper down than a response's first candidate (a framework's JSON), and an empty chunk list.

@@ -549,3 +549,46 @@ def test_under_openllmetry_a_retrieval_span_of_your_own_is_scored(
     (answer,) = scored(exporter)
     assert answer.attributes is not None
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+def test_a_value_cut_short_is_a_search_only_where_the_response_itself_holds_one() -> None:
+    """``output.value`` cut by a value length limit parses as nothing. A Response cut inside its results still
+    ran the search (read as one whose results are unreadable); a framework's JSON holding a
+    ``file_search_call`` deeper down (LangChain's ``LLMResult`` of a Responses call, the item in
+    ``tool_outputs``) is no Response whether it is cut or not."""
+    from rag_confidence.signals.hosted import holds_file_search
+
+    response = file_search_response().model_dump_json()
+    cut_response = response[: response.index('"results"') + 40]
+    framework = json.dumps(
+        {
+            "generations": [
+                [
+                    {
+                        "text": ANSWER,
+                        "message": {
+                            "kwargs": {
+                                "content": ANSWER,
+                                "additional_kwargs": {"tool_outputs": [json.loads(response)["output"][0]]},
+                            }
+                        },
+                    }
+                ]
+            ],
+            "llm_output": {"model_name": "gpt-4o"},
+        }
+    )
+    cut_framework = framework[: framework.index('"results"') + 40]
+
+    def llm(output: str) -> dict[str, Any]:
+        return {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM,
+            semconv.OI_OUTPUT_VALUE: output,
+        }
+
+    for text in (cut_response, cut_framework):
+        with pytest.raises(ValueError):
+            json.loads(text)
+    assert holds_file_search(llm(response)) and holds_file_search(llm(cut_response))
+    assert not holds_file_search(llm(framework))
+    assert not holds_file_search(llm(cut_framework))

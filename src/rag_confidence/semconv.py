@@ -283,6 +283,9 @@ OI_REDACTED_VALUE: Final = "__REDACTED__"
 #: ``output.value`` (openai ``types/responses``: ``ResponseFileSearchToolCall``, ``AnnotationFileCitation``):
 #: the output item of a hosted ``file_search`` and the annotation citing a file; the method name its results
 #: are scored under.
+#: A Response object's own items (``output``), each with a ``type``.
+OPENAI_RESPONSE_OUTPUT: Final = "output"
+OPENAI_ITEM_TYPE: Final = "type"
 OPENAI_FILE_SEARCH_CALL: Final = "file_search_call"
 OPENAI_FILE_CITATION: Final = "file_citation"
 OPENAI_FILE_SEARCH_METHOD: Final = "file_search"

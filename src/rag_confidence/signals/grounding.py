@@ -30,12 +30,12 @@ was retrieved (see docs/signals.md, *Known limits*).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
+from ._partial_json import member, space
 from ._values import MAX_JSON_CHARS, RawDocument, RawRetrieval, Reader, loads_json
 from .records import SpanRecord
 
@@ -115,59 +115,23 @@ def _opens_grounding(output: str) -> bool:
     ``langchain-google-genai``, ``grounding_metadata`` in ``generation_info``) is no retrieval, cut short or not:
     counted as one, its unreadable chunks withheld the citation inputs of the application's own retrieval, and
     made a chat call without any retrieval an answer."""
-    start = _space(output, 0)
+    start = space(output, 0)
     if output[start : start + 1] != "{":
         return False
-    candidates = _member(output, start, semconv.GEMINI_CANDIDATES)
+    candidates = member(output, start, semconv.GEMINI_CANDIDATES)
     if candidates is None or output[candidates : candidates + 1] != "[":
         return False
-    first = _space(output, candidates + 1)
+    first = space(output, candidates + 1)
     if output[first : first + 1] != "{":
         return False
-    metadata = _member(output, first, semconv.GEMINI_GROUNDING_METADATA)
+    metadata = member(output, first, semconv.GEMINI_GROUNDING_METADATA)
     if metadata is None or output[metadata : metadata + 1] != "{":
         return False
-    chunks = _member(output, metadata, semconv.GEMINI_GROUNDING_CHUNKS)
+    chunks = member(output, metadata, semconv.GEMINI_GROUNDING_CHUNKS)
     return chunks is not None and _NON_EMPTY_LIST.match(output, chunks) is not None
 
 
 _NON_EMPTY_LIST = re.compile(r"\[\s*\{")
-_DECODER = json.JSONDecoder()
-
-
-def _space(text: str, index: int) -> int:
-    """``index`` past any JSON whitespace (instrumentors write compact JSON: usually none)."""
-    while index < len(text) and text[index] in " \t\n\r":
-        index += 1
-    return index
-
-
-def _member(text: str, start: int, key: str) -> int | None:
-    """Where the value of ``key`` starts in the object opening at ``text[start]``, or None when the object has
-    no such member before the text ends or stops being JSON. The other members' values are skipped whole by the
-    C decoder (a value cut short ends the search: nothing follows it), so this costs about one parse of the
-    text up to there."""
-    index = _space(text, start + 1)
-    while text[index : index + 1] == '"':
-        try:
-            name, index = _DECODER.raw_decode(text, index)
-        except ValueError:
-            return None
-        index = _space(text, index)
-        if text[index : index + 1] != ":":
-            return None
-        index = _space(text, index + 1)
-        if name == key:
-            return index
-        try:
-            _, index = _DECODER.raw_decode(text, index)
-        except (ValueError, RecursionError):
-            return None
-        index = _space(text, index)
-        if text[index : index + 1] != ",":
-            return None
-        index = _space(text, index + 1)
-    return None
 
 
 def _first_candidate_grounding(parsed: Any) -> _Grounding | None:

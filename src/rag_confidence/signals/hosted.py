@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import semconv
+from ._partial_json import array_items, member, space, string_at
 from ._values import MAX_JSON_CHARS, RawDocument, RawRetrieval, Reader, loads_json
 from .records import SpanRecord
 
@@ -82,24 +83,46 @@ def _response_searched(output: str) -> bool:
     last_output, last_verdict = _last_searched
     if last_output is output:
         return last_verdict
-    verdict = True  # no JSON (cut short, or too long to read): the search ran, what it found is unreadable
+    verdict: bool | None = None
     if len(output) <= MAX_JSON_CHARS:
         try:
             parsed = loads_json(output)
         except (ValueError, RecursionError):
             pass
         else:
-            items = parsed.get("output") if isinstance(parsed, Mapping) else None
+            items = parsed.get(semconv.OPENAI_RESPONSE_OUTPUT) if isinstance(parsed, Mapping) else None
             verdict = (
                 isinstance(items, Sequence)
                 and not isinstance(items, (str, bytes))
                 and any(
-                    isinstance(item, Mapping) and item.get("type") == semconv.OPENAI_FILE_SEARCH_CALL
+                    isinstance(item, Mapping)
+                    and item.get(semconv.OPENAI_ITEM_TYPE) == semconv.OPENAI_FILE_SEARCH_CALL
                     for item in items
                 )
             )
+    if verdict is None:  # no JSON (cut short, or too long to read): followed as far as the text goes
+        verdict = _opens_file_search(output)
     _last_searched = (output, verdict)
     return verdict
+
+
+def _opens_file_search(output: str) -> bool:
+    """Whether JSON that cannot be read names ``file_search_call`` as the ``type`` of one of the Response's own
+    ``output`` items, as far as the text goes: a Response cut short there ran the search (what it found is
+    unreadable). A framework's JSON holding such an item deeper down (LangChain's ``LLMResult`` of a Responses
+    call, the item in a message's ``tool_outputs``) is no Response, cut short or not: read as one, its
+    unreadable search withheld the citation inputs of the application's own retrieval."""
+    start = space(output, 0)
+    if output[start : start + 1] != "{":
+        return False
+    items = member(output, start, semconv.OPENAI_RESPONSE_OUTPUT)
+    if items is None or output[items : items + 1] != "[":
+        return False
+    for item in array_items(output, items):
+        kind = member(output, item, semconv.OPENAI_ITEM_TYPE)
+        if kind is not None and string_at(output, kind) == semconv.OPENAI_FILE_SEARCH_CALL:
+            return True
+    return False
 
 
 def _output_items(attributes: Mapping[str, Any], reader: Reader) -> Iterator[Mapping[str, Any]] | None:
@@ -108,7 +131,7 @@ def _output_items(attributes: Mapping[str, Any], reader: Reader) -> Iterator[Map
     parsed = reader.mapping(attributes.get(semconv.OI_OUTPUT_VALUE))
     if parsed is None:
         return None
-    items = parsed.get("output")
+    items = parsed.get(semconv.OPENAI_RESPONSE_OUTPUT)
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
         if items is not None:
             reader.skip()
@@ -129,7 +152,7 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     documents: list[RawDocument] = []
     unknown = False
     for item in items:
-        if item.get("type") != semconv.OPENAI_FILE_SEARCH_CALL:
+        if item.get(semconv.OPENAI_ITEM_TYPE) != semconv.OPENAI_FILE_SEARCH_CALL:
             continue
         results = item.get("results")
         if not isinstance(results, Sequence) or isinstance(results, (str, bytes)):
