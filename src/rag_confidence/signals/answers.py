@@ -162,7 +162,12 @@ def may_hold_answer(attributes: Mapping[str, Any], event_names: Iterable[Any] = 
 
 
 def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> bool:
-    if _of_kind(attributes, _RETRIEVAL_KINDS, _RETRIEVAL_OPERATIONS):
+    # Values can be anything a producer sent (lists included): compare strings only.
+    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+    if isinstance(kind, str) and kind in _RETRIEVAL_KINDS:
+        return True
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    if isinstance(operation, str) and operation in _RETRIEVAL_OPERATIONS:
         return True
     if semconv.RAG_RETRIEVAL_METHOD in attributes:
         return True
@@ -173,7 +178,7 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     if haystack_step(attributes.get(semconv.HAYSTACK_COMPONENT_TYPE)) is not None:
         return True
-    if retrieved_in_call(attributes):
+    if kind == semconv.OPENINFERENCE_KIND_LLM and retrieved_in_call(attributes):
         return True
     return _reports_results(attributes, event_names)
 
@@ -188,10 +193,10 @@ def is_retrieval_step(span: SpanRecord) -> bool:
     """True for a retrieval span that is only that: its span feedback grades the retrieval. A model call that
     retrieved by itself (:mod:`.hosted`, :mod:`.grounding`), or a Bedrock ``retrieve_and_generate``
     (:mod:`.bedrock`), also made the answer, so feedback on it is about the answer."""
-    return is_retrieval_span(span) and not _retrieved_and_generated(span)
+    return is_retrieval_span(span) and not retrieved_and_generated(span)
 
 
-def _retrieved_and_generated(span: SpanRecord) -> bool:
+def retrieved_and_generated(span: SpanRecord) -> bool:
     """A retrieval span that is also the generation of an answer: a model call that retrieved by itself
     (:func:`retrieved_in_call`), a Bedrock ``retrieve_and_generate``."""
     return retrieved_in_call(span.attributes) or generates_answer(span)
@@ -310,7 +315,7 @@ def _trace_answers(
                 root_has_marked.add(_root_id(answer, by_id, owner, seen, roots))
         elif is_retrieval_span(span):
             root_has_retrieval.add(answer_id)
-            if _retrieved_and_generated(span):  # it generated too: as a root or under a tool root, it answers
+            if retrieved_and_generated(span):  # it generated too: as a root or under a tool root, it answers
                 root_has_generation.add(answer_id)
         elif _is_generation(span):
             root_has_generation.add(answer_id)

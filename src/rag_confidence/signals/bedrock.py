@@ -58,7 +58,7 @@ def generates_answer(span: SpanRecord) -> bool:
         return False
     if span.name in semconv.BEDROCK_RETRIEVE_AND_GENERATE_SPANS:
         return True
-    parameters = _invocation_parameters(attributes, semconv.BEDROCK_RAG_CONFIGURATION, Reader())
+    parameters = _invocation_parameters(attributes, semconv.BEDROCK_RAG_CONFIGURATION, None)
     return parameters is not None and isinstance(parameters.get(semconv.BEDROCK_RAG_CONFIGURATION), Mapping)
 
 
@@ -83,12 +83,13 @@ def knowledge_base_span(span: SpanRecord) -> bool:
         return False
     if span.name in semconv.BEDROCK_KNOWLEDGE_BASE_SPANS:
         return True
-    return knowledge_base_id(attributes, Reader()) is not None or generates_answer(span)
+    return knowledge_base_id(attributes, None) is not None or generates_answer(span)
 
 
-def knowledge_base_id(attributes: Mapping[str, Any], reader: Reader) -> str | None:
+def knowledge_base_id(attributes: Mapping[str, Any], reader: Reader | None) -> str | None:
     """The knowledge base a ``retrieve`` (``knowledgeBaseId``) or a ``retrieve_and_generate`` (its
-    ``knowledgeBaseConfiguration``) searched, from ``llm.invocation_parameters``: the retrieval's method."""
+    ``knowledgeBaseConfiguration``) searched, from ``llm.invocation_parameters``: the retrieval's method.
+    ``reader`` None: a bad value is not counted (a test, not the reading)."""
     parameters = _invocation_parameters(attributes, semconv.BEDROCK_KNOWLEDGE_BASE_ID, reader)
     if parameters is None:
         return None
@@ -103,13 +104,14 @@ def knowledge_base_id(attributes: Mapping[str, Any], reader: Reader) -> str | No
 
 
 def _invocation_parameters(
-    attributes: Mapping[str, Any], needed: str, reader: Reader
+    attributes: Mapping[str, Any], needed: str, reader: Reader | None
 ) -> Mapping[str, Any] | None:
-    # Parsed only when the key is in the text: most spans carrying invocation parameters are model calls.
+    # Parsed only when the key is in the text: most spans carrying invocation parameters are model calls. The
+    # tests run for every retriever span, so a throwaway reader is made only when there is something to parse.
     parameters = attributes.get(semconv.OI_LLM_INVOCATION_PARAMETERS)
     if type(parameters) is not str or needed not in parameters:
         return None
-    return reader.mapping(parameters)
+    return (reader if reader is not None else Reader()).mapping(parameters)
 
 
 def adapt_documents(documents: list[RawDocument]) -> bool:

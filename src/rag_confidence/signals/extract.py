@@ -14,7 +14,7 @@ from typing import Any
 from .. import semconv
 from . import genai, grounding, haystack, hosted, openinference, openllmetry, vercel_ai
 from ._values import Evaluation, Generation, RawRetrieval, Reader
-from .answers import is_marked_answer, is_retrieval_span, is_retrieval_step
+from .answers import is_marked_answer, is_retrieval_span, is_retrieval_step, retrieved_and_generated
 from .candidates import assemble, organize
 from .citations import summarize
 from .documents import build_retrieval
@@ -242,7 +242,7 @@ def _read_span(
         retrievals.extend(hosted.read_retrievals(span, reader))
         retrievals.extend(grounding.read_retrievals(span, reader))
     # Feedback on a model call that retrieved by itself (hosted file_search, grounding) is about its answer.
-    span_scoped, trace_scoped = targets.scopes(span, retrieval and is_retrieval_step(span))
+    span_scoped, trace_scoped = targets.scopes(span, retrieval and not retrieved_and_generated(span))
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
     if span.events and span_scoped:
         evaluations.extend(genai.read_evaluations(span, reader))
