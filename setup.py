@@ -38,6 +38,7 @@ COMPILED = [
     "src/rag_confidence/signals/_partial_json.py",
     "src/rag_confidence/signals/_values.py",
     "src/rag_confidence/signals/answers.py",
+    "src/rag_confidence/signals/anthropic_citations.py",
     "src/rag_confidence/signals/bedrock.py",
     "src/rag_confidence/signals/candidates.py",
     "src/rag_confidence/signals/citations.py",

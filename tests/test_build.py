@@ -32,3 +32,19 @@ def test_the_distribution_ships_its_license_and_notice() -> None:
     assert distribution.metadata["License-Expression"] == "Apache-2.0"
     shipped = {Path(str(file)).name for file in distribution.files or ()}
     assert {"LICENSE", "NOTICE"} <= shipped
+
+
+def test_every_signal_extraction_module_is_in_the_compiled_list() -> None:
+    """setup.py names the modules mypyc compiles. Signal extraction calls each reader per span, and a reader
+    left out of the list runs as Python beside compiled callers (a new convention's module forgotten there
+    cost the gateway a few percent of its scoring side, unnoticed by any test). Models, records and options
+    stay Python on purpose (setup.py)."""
+    setup = (SOURCE.parent / "setup.py").read_text()
+    kept_python = {"__init__.py", "_model.py", "options.py", "records.py"}
+    modules = sorted(path.name for path in (SOURCE / "rag_confidence" / "signals").glob("*.py"))
+    missing = [
+        name
+        for name in modules
+        if name not in kept_python and f"src/rag_confidence/signals/{name}" not in setup
+    ]
+    assert not missing, f"not in setup.py's COMPILED list: {missing}"
