@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,11 +31,9 @@ from anthropic.types import (
 from openinference.instrumentation.anthropic import AnthropicInstrumentor as OpenInferenceInstrumentor
 from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor as OpenLLMetryInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
@@ -44,6 +42,7 @@ from rag_confidence.signals import (
     may_hold_answer,
     records_from_readable_spans,
 )
+from tests.instrumented import confidence_processor, traced
 
 MODEL = "claude-sonnet-4-6"
 QUESTION = "What is the capital of France, and which river is the longest there?"
@@ -253,29 +252,14 @@ def claude() -> Iterator[FakeAnthropic]:
     fake.server.server_close()
 
 
-def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(processor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter, provider
-    finally:
-        instrumentor.uninstrument()
-
-
 @pytest.fixture()
 def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(
-        OpenInferenceInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
-    )
+    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
 
 
 @pytest.fixture()
 def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(
-        OpenLLMetryInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
-    )
+    yield from traced(OpenLLMetryInstrumentor(), confidence_processor)
 
 
 def answer(client: anthropic.Anthropic, provider: TracerProvider, blocks: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ contrib). Expected inputs are written out from the stubbed responses, never from
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.otel import ConfidenceSpanProcessor, record_signals
+from rag_confidence.otel import record_signals
 from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
@@ -38,6 +38,7 @@ from rag_confidence.signals import (
     may_hold_answer,
     records_from_readable_spans,
 )
+from tests.instrumented import confidence_processor, traced
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -165,17 +166,6 @@ def retrieve_candidates() -> list[dict[str, Any]]:
     ]
 
 
-def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(processor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter, provider
-    finally:
-        instrumentor.uninstrument()
-
-
 @pytest.fixture()
 def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
     yield from traced(OpenInferenceBedrockInstrumentor(), SimpleSpanProcessor)
@@ -186,7 +176,7 @@ def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvide
     """Exports through ConfidenceSpanProcessor, as an application would."""
     yield from traced(
         OpenInferenceBedrockInstrumentor(),
-        lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)),
+        confidence_processor,
     )
 
 
@@ -196,7 +186,7 @@ def uninformed(request: pytest.FixtureRequest) -> Iterator[tuple[InMemorySpanExp
     instrumentor = (
         OpenLLMetryBedrockInstrumentor() if request.param == "openllmetry" else BotocoreInstrumentor()
     )
-    yield from traced(instrumentor, lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)))
+    yield from traced(instrumentor, confidence_processor)
 
 
 def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:

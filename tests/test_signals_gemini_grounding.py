@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
@@ -36,6 +35,7 @@ from rag_confidence.signals import (
     may_hold_answer,
     records_from_readable_spans,
 )
+from tests.instrumented import confidence_processor, traced
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -186,17 +186,6 @@ def expected_inputs(*, cited: int, invalid: int = 0, coverage: float) -> dict[st
     }
 
 
-def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(processor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter, provider
-    finally:
-        instrumentor.uninstrument()
-
-
 @pytest.fixture()
 def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
     yield from traced(OpenInferenceInstrumentor(), SimpleSpanProcessor)
@@ -204,9 +193,7 @@ def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
 
 @pytest.fixture()
 def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(
-        OpenInferenceInstrumentor(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter))
-    )
+    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
 
 
 class _Contrib(ContribInstrumentor):  # type: ignore[misc]
@@ -222,7 +209,7 @@ def contrib(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InMemorySpanExpor
     # Content on the span, so the answer text is there to read (the instrumentor's default records none).
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
-    yield from traced(_Contrib(), lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)))
+    yield from traced(_Contrib(), confidence_processor)
 
 
 def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:

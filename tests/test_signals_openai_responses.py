@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -38,7 +38,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
@@ -47,6 +46,7 @@ from rag_confidence.signals import (
     may_hold_answer,
     records_from_readable_spans,
 )
+from tests.instrumented import confidence_processor, traced
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -186,17 +186,6 @@ def expected_inputs(cited: tuple[str, ...] = ("file-atlas", "file-rivers")) -> d
     }
 
 
-def traced(instrumentor: Any, processor: Callable[[InMemorySpanExporter], Any]) -> Iterator[Any]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(processor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter, provider
-    finally:
-        instrumentor.uninstrument()
-
-
 @pytest.fixture()
 def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
     yield from traced(OpenInferenceOpenAIInstrumentor(), SimpleSpanProcessor)
@@ -207,7 +196,7 @@ def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvide
     """Exports through ConfidenceSpanProcessor, as an application would."""
     yield from traced(
         OpenInferenceOpenAIInstrumentor(),
-        lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)),
+        confidence_processor,
     )
 
 
@@ -215,7 +204,7 @@ def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvide
 def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
     yield from traced(
         OpenLLMetryOpenAIInstrumentor(),
-        lambda exporter: ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)),
+        confidence_processor,
     )
 
 
