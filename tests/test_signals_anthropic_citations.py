@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -518,3 +519,57 @@ def test_web_search_citations_and_plain_messages_are_not_read() -> None:
     signals = extract_signals([*_retrieval(), _span(output)])
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
     assert "citationCoverageScore" not in signals.inputs
+
+
+def test_another_models_answer_quoting_a_citations_list_is_no_skipped_value() -> None:
+    """Any LLM span's ``output.value`` may hold ``"citations": [{`` in text that is no JSON (an OpenAI answer
+    showing a JSON shape): the Anthropic reader finds no Message there, and that is no bad value to count."""
+    text = 'Reply as {"answer": "...", "citations": [{"id": "kb-paris"}]}, citing [1]. Paris is the capital.'
+    span = SpanRecord(
+        1,
+        3,
+        1,
+        "ChatCompletion",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+            semconv.OI_OUTPUT_VALUE: text,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": text,
+        },
+        end_time=5,
+    )
+    signals = extract_signals([*_retrieval(), span])
+    assert semconv.RAG_CONFIDENCE_SIGNALS_SKIPPED not in signals.diagnostics
+    assert signals.inputs["citationCount"] == 1
+
+
+def test_one_long_document_cited_thousands_of_times_is_hashed_once() -> None:
+    """A request with one document of most of the JSON limit and a response citing it in every citation it can
+    hold (span data a sender shaped): each citation names the document by its text, whose key is worked out
+    once, not once per citation (12 s per span before)."""
+    request = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "document", "source": {"type": "text", "data": "x" * 900_000}},
+                    {
+                        "type": "document",
+                        "source": {
+                            "type": "content",
+                            "content": [{"type": "text", "text": "y" * 40_000}] * 2,
+                        },
+                    },
+                ],
+            }
+        ]
+    }
+    citations = [{"type": "char_location", "document_index": 0}] * 5_000 + [
+        {"type": "content_block_location", "document_index": 1, "start_block_index": 0, "end_block_index": 1}
+    ] * 5_000
+    output = {"type": "message", "content": [{"type": "text", "text": PARIS, "citations": citations}]}
+    span = _span(output, request)
+    started = time.process_time()
+    signals = extract_signals([*_retrieval(), span])
+    assert time.process_time() - started < 2.0
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 10_000

@@ -222,6 +222,12 @@ class Reader:
         self.skipped += 1
         return None
 
+    def maybe_mapping(self, value: str) -> Mapping[str, Any] | None:
+        """The mapping a JSON object string holds, or None, *not* counted: for text read on the chance that it
+        is some provider's response (any model's answer may quote the key that was looked for), where what is
+        no JSON object is nothing to skip, only nothing to read."""
+        return self._json_mapping(value)
+
     def literal_mapping(self, value: Any) -> Mapping[str, Any] | None:
         """:meth:`mapping`, also reading the ``str()`` of a dict: Python literal syntax (single quotes, ``True``,
         ``None``), as the Pinecone and Milvus instrumentors write result metadata. Only text that is no JSON,

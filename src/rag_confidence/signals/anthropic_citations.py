@@ -82,10 +82,12 @@ def read_citations(
     output = attributes.get(semconv.OI_OUTPUT_VALUE)
     if type(output) is not str or _CITATIONS_TEXT not in output or _CITATIONS.search(output) is None:
         return (), ()
-    message = reader.mapping(output)
+    # Not counted when it is no JSON: any model's answer text (an OpenAI span's plain ``output.value``) may quote
+    # a ``"citations": [{`` of its own, and is no bad value for that.
+    message = reader.maybe_mapping(output)
     if message is None or message.get("type") != semconv.ANTHROPIC_MESSAGE:
         return (), ()
-    documents: list[Mapping[str, Any]] | None = None
+    documents: _Documents | None = None
     sources: list[Source] = []
     segments: list[str] = []
     for block in _mappings(message.get("content")):
@@ -101,7 +103,7 @@ def read_citations(
                 sources.append((source,))
             elif kind in _DOCUMENT_LOCATIONS:
                 if documents is None:
-                    documents = _request_documents(attributes, reader)
+                    documents = _Documents(_request_documents(attributes, reader))
                 names = _document_names(citation, documents, reader)
                 if not names:
                     continue
@@ -137,18 +139,64 @@ def _collect_documents(blocks: Any, documents: list[Mapping[str, Any]]) -> None:
             _collect_documents(block.get("content"), documents)
 
 
-def _document_names(
-    citation: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], reader: Reader
-) -> Source:
+class _Documents:
+    """The request's document blocks, with the content keys of their texts worked out once per document (and
+    cited block): a response citing one long document thousands of times (as a sender may shape span data)
+    would otherwise hash the whole document once per citation, seconds per span."""
+
+    __slots__ = ("blocks", "_keys", "_block_texts")
+
+    def __init__(self, blocks: list[Mapping[str, Any]]) -> None:
+        self.blocks = blocks
+        # (document index, cited block index or -1 for the whole document) -> content keys.
+        self._keys: dict[tuple[int, int], list[str]] = {}
+        # Document index -> the texts of a content source's blocks (None for a block that is no text).
+        self._block_texts: dict[int, list[str | None]] = {}
+
+    def text_keys(self, index: int, citation: Mapping[str, Any]) -> list[str]:
+        """Content keys of the cited text: a text source's data; a content source's cited block (one block
+        cited), then all its text blocks joined."""
+        source = self.blocks[index].get("source")
+        if not isinstance(source, Mapping):
+            return []
+        if source.get("type") != "content" or isinstance(source.get("content"), str):
+            return self._keys_of(index, -1, source)
+        texts = self._block_texts.get(index)
+        if texts is None:
+            texts = self._block_texts[index] = [
+                block.get("text")
+                if block.get("type") == "text" and isinstance(block.get("text"), str)
+                else None
+                for block in _mappings(source.get("content"))
+            ]
+        keys: list[str] = []
+        start, end = citation.get("start_block_index"), citation.get("end_block_index")
+        if (
+            citation.get("type") == semconv.ANTHROPIC_CONTENT_BLOCK_LOCATION
+            and isinstance(start, int)
+            and isinstance(end, int)
+            and end == start + 1
+            and 0 <= start < len(texts)
+        ):
+            keys.extend(self._keys_of(index, start, texts[start]))
+        keys.extend(self._keys_of(index, -1, texts))
+        return keys
+
+    def _keys_of(self, index: int, block: int, text: Any) -> list[str]:
+        known = self._keys.get((index, block))
+        if known is None:
+            known = self._keys[(index, block)] = _text_keys(text)
+        return known
+
+
+def _document_names(citation: Mapping[str, Any], documents: _Documents, reader: Reader) -> Source:
     title = citation.get("document_title")
     title = title if isinstance(title, str) and title else None
     names: list[str] = []
     index = citation.get("document_index")
-    document = (
-        documents[index]
-        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(documents)
-        else None
-    )
+    if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(documents.blocks)):
+        index = None
+    document = documents.blocks[index] if index is not None else None
     if document is not None and title is not None and document.get("title") != title:
         document = None  # the index counts other blocks than read here: trust the citation's own title only
     if document is not None:
@@ -161,45 +209,25 @@ def _document_names(
     file_id = reader.string(citation.get("file_id"))
     if file_id is not None:
         names.append(file_id)
-    if document is not None:
-        names.extend(_text_keys(citation, document.get("source")))
+    if document is not None and index is not None:
+        names.extend(documents.text_keys(index, citation))
     return tuple(dict.fromkeys(name for name in names if name))
 
 
-def _text_keys(citation: Mapping[str, Any], source: Any) -> list[str]:
-    """Content keys of the cited text: a text source's data; a content source's cited block (one block cited),
-    then all its text blocks joined."""
-    if not isinstance(source, Mapping):
-        return []
-    kind = source.get("type")
-    if kind == "text":
-        data = source.get("data")
-        return [content_key(data.strip())] if isinstance(data, str) and data.strip() else []
-    if kind != "content":
-        return []
-    content = source.get("content")
-    if isinstance(content, str):
-        return [content_key(content.strip())] if content.strip() else []
-    texts = [
-        block.get("text") if block.get("type") == "text" and isinstance(block.get("text"), str) else None
-        for block in _mappings(content)
-    ]
-    keys: list[str] = []
-    start, end = citation.get("start_block_index"), citation.get("end_block_index")
-    if (
-        citation.get("type") == semconv.ANTHROPIC_CONTENT_BLOCK_LOCATION
-        and isinstance(start, int)
-        and isinstance(end, int)
-        and end == start + 1
-        and 0 <= start < len(texts)
-    ):
-        text = texts[start]
-        if text and text.strip():
-            keys.append(content_key(text.strip()))
-    joined = "\n".join(text for text in texts if text)
-    if joined.strip():
-        keys.append(content_key(joined.strip()))
-    return keys
+def _text_keys(text: Any) -> list[str]:
+    """The content key of a cited text: a text source (its ``data``), a content source whose content is one
+    string, a content source's text block (a string), or its text blocks (a list, joined by line breaks)."""
+    if isinstance(text, Mapping):
+        kind = text.get("type")
+        if kind == "text":
+            text = text.get("data")
+        elif kind == "content" and isinstance(text.get("content"), str):
+            text = text.get("content")
+        else:
+            return []
+    elif isinstance(text, list):
+        text = "\n".join(part for part in text if part)
+    return [content_key(text.strip())] if isinstance(text, str) and text.strip() else []
 
 
 def _mappings(value: Any) -> list[Mapping[str, Any]]:
