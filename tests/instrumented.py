@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from rag_confidence import semconv
 from rag_confidence.otel import ConfidenceSpanProcessor
+from rag_confidence.signals import records_from_readable_spans
+from rag_confidence.signals.records import SpanRecord
 
 
 def confidence_processor(exporter: InMemorySpanExporter) -> SpanProcessor:
@@ -33,3 +36,17 @@ def traced(
         yield exporter, provider
     finally:
         instrumentor.uninstrument()
+
+
+def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
+    """The exported spans as the signal rules see them."""
+    return records_from_readable_spans(exporter.get_finished_spans())
+
+
+def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    """The exported spans that carry a scorecard."""
+    return [
+        span
+        for span in exporter.get_finished_spans()
+        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
+    ]

@@ -41,9 +41,8 @@ from rag_confidence.signals import (
     find_answers,
     is_retrieval_span,
     may_hold_answer,
-    records_from_readable_spans,
 )
-from tests.instrumented import confidence_processor, traced
+from tests.instrumented import confidence_processor, records, scored, traced
 
 MODEL = "claude-sonnet-4-6"
 QUESTION = "What is the capital of France, and which river is the longest there?"
@@ -285,18 +284,6 @@ def candidates() -> list[dict[str, Any]]:
         {"documentId": "kb-paris", "retrievalScores": {"kb": 0.9}, "combinedScore": 0.9, "rank": 1},
         {"documentId": "kb-loire", "retrievalScores": {"kb": 0.6}, "combinedScore": 0.6, "rank": 2},
         {"documentId": "kb-berlin", "retrievalScores": {"kb": 0.3}, "combinedScore": 0.3, "rank": 3},
-    ]
-
-
-def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
-    return records_from_readable_spans(exporter.get_finished_spans())
-
-
-def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        span
-        for span in exporter.get_finished_spans()
-        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
     ]
 
 

@@ -24,7 +24,7 @@ from openinference.instrumentation.bedrock import BedrockInstrumentor as OpenInf
 from opentelemetry import trace
 from opentelemetry.instrumentation.bedrock import BedrockInstrumentor as OpenLLMetryBedrockInstrumentor
 from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -36,9 +36,8 @@ from rag_confidence.signals import (
     find_answers,
     is_retrieval_span,
     may_hold_answer,
-    records_from_readable_spans,
 )
-from tests.instrumented import confidence_processor, traced
+from tests.instrumented import confidence_processor, records, scored, traced
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -187,18 +186,6 @@ def uninformed(request: pytest.FixtureRequest) -> Iterator[tuple[InMemorySpanExp
         OpenLLMetryBedrockInstrumentor() if request.param == "openllmetry" else BotocoreInstrumentor()
     )
     yield from traced(instrumentor, confidence_processor)
-
-
-def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
-    return records_from_readable_spans(exporter.get_finished_spans())
-
-
-def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        span
-        for span in exporter.get_finished_spans()
-        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
-    ]
 
 
 # -- what the tracers record -----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from google import genai
 from google.genai import types
 from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor as OpenInferenceInstrumentor
 from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor as ContribInstrumentor
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -33,9 +33,8 @@ from rag_confidence.signals import (
     find_answers,
     is_retrieval_span,
     may_hold_answer,
-    records_from_readable_spans,
 )
-from tests.instrumented import confidence_processor, traced
+from tests.instrumented import confidence_processor, records, scored, traced
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -210,18 +209,6 @@ def contrib(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InMemorySpanExpor
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     yield from traced(_Contrib(), confidence_processor)
-
-
-def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
-    return records_from_readable_spans(exporter.get_finished_spans())
-
-
-def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        span
-        for span in exporter.get_finished_spans()
-        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
-    ]
 
 
 # -- what the instrumentors record -----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from openai.types.responses.response_output_text import AnnotationFileCitation
 from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
 from opentelemetry import trace
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryOpenAIInstrumentor
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -44,9 +44,8 @@ from rag_confidence.signals import (
     find_answers,
     is_retrieval_span,
     may_hold_answer,
-    records_from_readable_spans,
 )
-from tests.instrumented import confidence_processor, traced
+from tests.instrumented import confidence_processor, records, scored, traced
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -206,18 +205,6 @@ def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
         OpenLLMetryOpenAIInstrumentor(),
         confidence_processor,
     )
-
-
-def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
-    return records_from_readable_spans(exporter.get_finished_spans())
-
-
-def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        span
-        for span in exporter.get_finished_spans()
-        if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
-    ]
 
 
 # -- what the instrumentors record -----------------------------------------------------------------------------
