@@ -7,7 +7,9 @@ would.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -50,3 +52,29 @@ def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
         for span in exporter.get_finished_spans()
         if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
     ]
+
+
+class LoopbackService:
+    """A model API on loopback (there is no network here): every POST is answered by ``respond(path, body)``,
+    which returns the content type and the bytes to send. ``url`` is the base URL for the real client."""
+
+    def __init__(self, respond: Callable[[str, bytes], tuple[str, bytes]]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                content_type, data = respond(self.path, self.rfile.read(int(self.headers["content-length"])))
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

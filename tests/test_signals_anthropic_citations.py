@@ -13,10 +13,8 @@ the spans and the fake server say, never from the code under test.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
@@ -42,7 +40,7 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
 
 MODEL = "claude-sonnet-4-6"
 QUESTION = "What is the capital of France, and which river is the longest there?"
@@ -220,36 +218,23 @@ class FakeAnthropic:
     def __init__(self) -> None:
         self.message = search_result_message()
         self.requests: list[dict[str, Any]] = []
-        fake = self
+        self.service = LoopbackService(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                fake.requests.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-                data = json.dumps(fake.message.model_dump(mode="json", exclude_none=True)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _respond(self, path: str, body: bytes) -> tuple[str, bytes]:
+        self.requests.append(json.loads(body))
+        return "application/json", json.dumps(
+            self.message.model_dump(mode="json", exclude_none=True)
+        ).encode()
 
     def client(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(
-            api_key="test-key", base_url=f"http://127.0.0.1:{self.server.server_port}", max_retries=0
-        )
+        return anthropic.Anthropic(api_key="test-key", base_url=self.service.url, max_retries=0)
 
 
 @pytest.fixture()
 def claude() -> Iterator[FakeAnthropic]:
     fake = FakeAnthropic()
     yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.service.close()
 
 
 @pytest.fixture()

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -34,7 +32,7 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -102,37 +100,19 @@ class FakeGemini:
     def __init__(self) -> None:
         self.response = grounded_response()
         self.paths: list[str] = []
-        fake = self
+        self.service = LoopbackService(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["content-length"]))
-                fake.paths.append(self.path)
-                stream = "streamGenerateContent" in self.path
-                # A stream (``alt=sse``) as Gemini sends one: the text in pieces, the grounding metadata and
-                # finish reason with the last.
-                data = (
-                    "".join(f"data: {_dump(piece)}\n\n" for piece in _pieces(fake.response))
-                    if stream
-                    else _dump(fake.response)
-                ).encode()
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream" if stream else "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _respond(self, path: str, body: bytes) -> tuple[str, bytes]:
+        self.paths.append(path)
+        if "streamGenerateContent" in path:
+            # A stream (``alt=sse``) as Gemini sends one: the text in pieces, the grounding metadata and finish
+            # reason with the last.
+            pieces = "".join(f"data: {_dump(piece)}\n\n" for piece in _pieces(self.response))
+            return "text/event-stream", pieces.encode()
+        return "application/json", _dump(self.response).encode()
 
     def client(self) -> genai.Client:
-        return genai.Client(
-            api_key="test-key",
-            http_options=types.HttpOptions(base_url=f"http://127.0.0.1:{self.server.server_port}"),
-        )
+        return genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=self.service.url))
 
 
 def _dump(response: types.GenerateContentResponse) -> str:
@@ -158,8 +138,7 @@ def _pieces(response: types.GenerateContentResponse) -> list[types.GenerateConte
 def gemini() -> Iterator[FakeGemini]:
     fake = FakeGemini()
     yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.service.close()
 
 
 # A Gemini API file search store (the Developer API's hosted retrieval; Vertex AI Search and the RAG Engine
