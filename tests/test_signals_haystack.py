@@ -272,14 +272,16 @@ def test_bm25_pipeline_documents_and_citations(exporter: InMemorySpanExporter) -
     assert_scored_root(exporter.get_finished_spans(), "Pipeline.run", len(expected))
 
 
-def test_ranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> None:
+def assert_ranker_is_final(exporter: InMemorySpanExporter) -> None:
+    """Run BM25 then a ranker keeping two documents: the ranker's scores and order are final, each candidate
+    keeps its retrieval score beside the rerank one, and a marker of the dropped document is invalid. Shared
+    by both Haystack tracers' tests."""
     retrieved = dict(bm25_hits())
     expected = reranked(bm25_hits())
     exporter.clear()
 
     run_bm25(bm25_pipeline(CannedGenerator(ANSWER), ranker=OverlapRanker(top_k=2)))
 
-    assert kinds(exporter)["OverlapRanker.run"] == "RERANKER"
     signals = extract_signals(only_answer(exporter.get_finished_spans()).spans)
     assert_scoreable(signals.inputs)
     candidates = signals.inputs["candidates"]
@@ -295,13 +297,15 @@ def test_ranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> No
     assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 1)
 
 
-def test_hybrid_retrieval_merges_by_id_and_the_joiner_is_no_method(exporter: InMemorySpanExporter) -> None:
+def assert_hybrid_merges_by_id(exporter: InMemorySpanExporter) -> None:
+    """Run dense and keyword retrievers joined by a ``DocumentJoiner``: each document is one candidate with one
+    score per retriever, the best one combined; the joiner (and the embedder) add no method and no document.
+    Shared by both Haystack tracers' tests."""
     dense, keyword = hybrid_expectations()
     exporter.clear()
 
     run_hybrid(hybrid_pipeline(CannedGenerator("Berlin is a capital [1].")))
 
-    assert kinds(exporter)["DocumentJoiner.run"] == "CHAIN"
     signals = extract_signals(only_answer(exporter.get_finished_spans()).spans)
     assert_scoreable(signals.inputs)
     candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
@@ -315,6 +319,16 @@ def test_hybrid_retrieval_merges_by_id_and_the_joiner_is_no_method(exporter: InM
         assert candidate["retrievalScores"] == expected
         assert candidate["combinedScore"] == pytest.approx(max(candidate["retrievalScores"].values()))
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
+
+
+def test_ranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> None:
+    assert_ranker_is_final(exporter)
+    assert kinds(exporter)["OverlapRanker.run"] == "RERANKER"
+
+
+def test_hybrid_retrieval_merges_by_id_and_the_joiner_is_no_method(exporter: InMemorySpanExporter) -> None:
+    assert_hybrid_merges_by_id(exporter)
+    assert kinds(exporter)["DocumentJoiner.run"] == "CHAIN"
 
 
 @component

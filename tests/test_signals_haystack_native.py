@@ -33,18 +33,15 @@ from .test_signals_haystack import (
     QUESTION,
     TEXTS,
     CannedGenerator,
-    OverlapRanker,
+    assert_hybrid_merges_by_id,
+    assert_ranker_is_final,
     assert_scoreable,
     assert_scored_root,
     bm25_hits,
     bm25_pipeline,
     document_store,
-    hybrid_expectations,
-    hybrid_pipeline,
     only_answer,
-    reranked,
     run_bm25,
-    run_hybrid,
 )
 
 ROOT = "haystack.pipeline.run"
@@ -105,46 +102,12 @@ def test_bm25_pipeline_documents_citations_and_scorecard(exporter: InMemorySpanE
 
 
 def test_ranker_scores_and_order_are_final(exporter: InMemorySpanExporter) -> None:
-    retrieved = dict(bm25_hits())
-    expected = reranked(bm25_hits())
-    exporter.clear()
-
-    run_bm25(bm25_pipeline(CannedGenerator(ANSWER), ranker=OverlapRanker(top_k=2)))
-
-    signals = extract_signals(only_answer(exporter.get_finished_spans()).spans)
-    assert_scoreable(signals.inputs)
-    candidates = signals.inputs["candidates"]
-    assert [(c["documentId"], c["combinedScore"], c["rank"]) for c in candidates] == [
-        (doc_id, pytest.approx(score), rank) for rank, (doc_id, score) in enumerate(expected, start=1)
-    ]
-    for candidate in candidates:
-        assert candidate["retrievalScores"] == {
-            "inmemorybm25": pytest.approx(retrieved[candidate["documentId"]]),
-            "rerank": pytest.approx(candidate["combinedScore"]),
-        }
-    assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 1)
+    assert_ranker_is_final(exporter)
 
 
 def test_hybrid_retrieval_merges_by_id_and_the_joiner_is_no_method(exporter: InMemorySpanExporter) -> None:
-    dense, keyword = hybrid_expectations()
-    exporter.clear()
-
-    run_hybrid(hybrid_pipeline(CannedGenerator("Berlin is a capital [1].")))
-
+    assert_hybrid_merges_by_id(exporter)
     assert "DocumentJoiner" in component_types(exporter)
-    signals = extract_signals(only_answer(exporter.get_finished_spans()).spans)
-    assert_scoreable(signals.inputs)
-    candidates = {c["documentId"]: c for c in signals.inputs["candidates"]}
-    assert set(candidates) == set(dense) | set(keyword)
-    for doc_id, candidate in candidates.items():
-        expected = {}
-        if doc_id in dense:
-            expected["inmemoryembedding"] = pytest.approx(dense[doc_id])
-        if doc_id in keyword:
-            expected["inmemorybm25"] = pytest.approx(keyword[doc_id])
-        assert candidate["retrievalScores"] == expected
-    # Two retrievers; the joiner (and the embedder) add no method and no document.
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
 
 
 @component
