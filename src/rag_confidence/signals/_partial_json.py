@@ -11,8 +11,24 @@ about the cost of one parse up to there.
 from __future__ import annotations
 
 import json
+from typing import Any, Final
+
+from ._values import MAX_JSON_CHARS, loads_json
 
 _DECODER = json.JSONDecoder()
+
+#: What :func:`whole` gives for text that is no JSON it will read: cut short, or longer than ``MAX_JSON_CHARS``.
+UNREAD: Final = object()
+
+
+def whole(text: str) -> Any:
+    """``text`` parsed, or :data:`UNREAD`: then what it says is only what :func:`member` can follow."""
+    if len(text) > MAX_JSON_CHARS:
+        return UNREAD
+    try:
+        return loads_json(text)
+    except (ValueError, RecursionError):
+        return UNREAD
 
 
 def space(text: str, index: int) -> int:

@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._partial_json import member, space
-from ._values import MAX_JSON_CHARS, RawDocument, RawRetrieval, Reader, loads_json
+from ._partial_json import UNREAD, member, space, whole
+from ._values import RawDocument, RawRetrieval, Reader
 from .records import SpanRecord
 
 # The ``grounding_chunks`` key opening a non-empty list of objects. In valid JSON a ``"`` inside a string value is
@@ -93,16 +93,11 @@ def _grounding(attributes: Mapping[str, Any]) -> _Grounding | None:
     last_output, last_found = _last
     if last_output is output:
         return last_found
-    found: _Grounding | None = None
-    if len(output) <= MAX_JSON_CHARS:
-        try:
-            parsed = loads_json(output)
-        except (ValueError, RecursionError):
-            found = _UNREADABLE if _opens_grounding(output) else None
-        else:
-            found = _first_candidate_grounding(parsed)
-    elif _opens_grounding(output):
-        found = _UNREADABLE
+    parsed = whole(output)
+    if parsed is UNREAD:  # cut short, or too long to read: followed as far as the text goes
+        found = _UNREADABLE if _opens_grounding(output) else None
+    else:
+        found = _first_candidate_grounding(parsed)
     _last = (output, found)
     return found
 

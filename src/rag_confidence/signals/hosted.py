@@ -28,8 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._partial_json import array_items, member, space, string_at
-from ._values import MAX_JSON_CHARS, RawDocument, RawRetrieval, Reader, loads_json
+from ._partial_json import UNREAD, array_items, member, space, string_at, whole
+from ._values import RawDocument, RawRetrieval, Reader
 from .records import SpanRecord
 
 # A ``type`` key whose value is ``file_search_call``. In valid JSON a ``"`` inside a string value is escaped, so
@@ -83,25 +83,20 @@ def _response_searched(output: str) -> bool:
     last_output, last_verdict = _last_searched
     if last_output is output:
         return last_verdict
-    verdict: bool | None = None
-    if len(output) <= MAX_JSON_CHARS:
-        try:
-            parsed = loads_json(output)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            items = parsed.get(semconv.OPENAI_RESPONSE_OUTPUT) if isinstance(parsed, Mapping) else None
-            verdict = (
-                isinstance(items, Sequence)
-                and not isinstance(items, (str, bytes))
-                and any(
-                    isinstance(item, Mapping)
-                    and item.get(semconv.OPENAI_ITEM_TYPE) == semconv.OPENAI_FILE_SEARCH_CALL
-                    for item in items
-                )
-            )
-    if verdict is None:  # no JSON (cut short, or too long to read): followed as far as the text goes
+    parsed = whole(output)
+    if parsed is UNREAD:  # cut short, or too long to read: followed as far as the text goes
         verdict = _opens_file_search(output)
+    else:
+        items = parsed.get(semconv.OPENAI_RESPONSE_OUTPUT) if isinstance(parsed, Mapping) else None
+        verdict = (
+            isinstance(items, Sequence)
+            and not isinstance(items, (str, bytes))
+            and any(
+                isinstance(item, Mapping)
+                and item.get(semconv.OPENAI_ITEM_TYPE) == semconv.OPENAI_FILE_SEARCH_CALL
+                for item in items
+            )
+        )
     _last_searched = (output, verdict)
     return verdict
 
