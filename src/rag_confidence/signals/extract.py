@@ -19,6 +19,7 @@ from .candidates import assemble, organize
 from .citations import summarize
 from .documents import build_retrieval
 from .generation import final_answer, without_judges
+from .langgraph import graph_answer
 from .native import read_native
 from .options import SignalOptions, normalize_evaluation_name
 from .records import SpanRecord
@@ -115,7 +116,12 @@ def extract_signals(
     _apply_evaluations(evaluations, options, inputs, sources)
 
     answer = (
-        final_answer(without_judges(generations, ordered, answer_span), answer_span, options, reader)
+        final_answer(
+            graph_answer(without_judges(generations, ordered, answer_span), ordered, options, reader),
+            answer_span,
+            options,
+            reader,
+        )
         if answer_span
         else None
     )
