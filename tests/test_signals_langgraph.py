@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import pytest
+import wrapt
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
@@ -37,7 +38,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.signals import AnswerGroup, ExtractedSignals, extract_signals, find_answers
+from rag_confidence.signals import AnswerGroup, ExtractedSignals, SpanRecord, extract_signals, find_answers
 from tests.instrumented import confidence_processor, records, scored, traced
 from tests.test_gateway_support import (
     DownstreamReceiver,
@@ -158,20 +159,51 @@ def expected(found: list[dict[str, Any]], *, cited: int, invalid: int, coverage:
     }
 
 
+def unwrap_openllmetry() -> None:
+    """Undo what ``opentelemetry-instrumentation-langchain`` wraps around LangChain and LangGraph. Its
+    ``uninstrument()`` (checked: 0.62.4) unwraps nothing: it passes ``unwrap`` a module and a dotted
+    ``Class.method``, which ``unwrap`` cannot resolve. Its wrappers stay bound to the provider it was instrumented
+    with (another test module's too), and its ``Pregel.stream`` wrapper opens an ``invoke_agent`` span of that
+    provider around every later graph run: the root span of the tracer under test becomes its child, and the
+    processor, which never sees that parent end, never scores the answer."""
+    import langgraph.prebuilt
+    import langgraph.prebuilt.chat_agent_executor
+    from langchain_core.callbacks import BaseCallbackManager
+    from langgraph.pregel import Pregel
+    from langgraph.types import Command
+
+    proxy = getattr(
+        wrapt, "BaseObjectProxy", wrapt.ObjectProxy
+    )  # wrapt 2's FunctionWrapper is no ObjectProxy
+    owners: list[tuple[Any, str]] = [
+        (BaseCallbackManager, "__init__"),
+        (Pregel, "stream"),
+        (Pregel, "astream"),
+        (Command, "__init__"),
+        (langgraph.prebuilt.chat_agent_executor, "create_react_agent"),
+        (langgraph.prebuilt, "create_react_agent"),
+    ]
+    for owner, name in owners:
+        wrapped = vars(owner).get(name)
+        while isinstance(wrapped, proxy) and hasattr(wrapped, "__wrapped__"):
+            wrapped = wrapped.__wrapped__
+            setattr(owner, name, wrapped)
+
+
 @pytest.fixture(scope="module", params=["openinference", "openllmetry"])
 def instrumented(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[str, InMemorySpanExporter, TracerProvider]]:
-    """Each tracer once for the module, OpenInference first. opentelemetry-instrumentation-langchain's
-    ``uninstrument()`` (checked: 0.62.4) unwraps nothing (it passes ``unwrap`` a module and a dotted
-    ``Class.method``, which ``unwrap`` cannot resolve): its wrappers stay bound to the provider it was
-    instrumented with, and a graph run traced by another tracer afterwards gets a root span whose parent is
-    a span of that old provider, which the processor waits for in vain. So OpenLLMetry comes last."""
+    """Each tracer once for the module, on a clean slate (see :func:`unwrap_openllmetry`), and leaving one."""
+    unwrap_openllmetry()
     instrumentor = (
         LangChainInstrumentor() if request.param == "openinference" else OpenLLMetryLangchainInstrumentor()
     )
-    for exporter, provider in traced(instrumentor, confidence_processor):
-        yield request.param, exporter, provider
+    try:
+        for exporter, provider in traced(instrumentor, confidence_processor):
+            yield request.param, exporter, provider
+    finally:
+        unwrap_openllmetry()
 
 
 @pytest.fixture
@@ -584,6 +616,7 @@ def test_gateway_scores_an_exported_self_rag_trace_like_the_processor(downstream
     store = make_store()
     retrieved = hits(store, "capital city of France", k=2)
     want = expected(candidates(retrieved), cited=1, invalid=0, coverage=1.0)
+    unwrap_openllmetry()
     instrumentor = LangChainInstrumentor()
     with running_gateway() as running:
         exporter = Recording(
@@ -611,3 +644,80 @@ def test_gateway_scores_an_exported_self_rag_trace_like_the_processor(downstream
     assert attributes[semconv.RAG_CONFIDENCE_TOTAL] == card.total
     assert list(attributes[semconv.RAG_CONFIDENCE_WARNINGS]) == [w.code for w in card.meta.warnings]
     assert attributes[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+
+
+# ------------------------------------------------------------- the graph-output rule on its own, edge by edge
+
+
+def _graph_trace(graph_output: str, *, node_metadata: bool = False) -> list[SpanRecord]:
+    """An OpenInference graph trace written out by hand: a retrieval, the answering call, a grader ending after
+    it, and the graph's span (metadata as LangGraph sets it; ``node_metadata`` makes it a subgraph's run)."""
+    documents = {
+        "openinference.span.kind": "RETRIEVER",
+        "retrieval.documents.0.document.id": "doc-1",
+        "retrieval.documents.0.document.score": 0.9,
+    }
+    metadata: dict[str, Any] = {"ls_integration": "langgraph"}
+    if node_metadata:
+        metadata["langgraph_node"] = "research"
+    return [
+        SpanRecord(1, 2, 1, "retriever", documents, end_time=10),
+        SpanRecord(1, 3, 1, "answer", _llm("Paris [doc-1]."), end_time=20),
+        SpanRecord(1, 4, 1, "grader", _llm('{"binary_score": "yes"}'), end_time=30),
+        SpanRecord(
+            1,
+            1,
+            None,
+            "LangGraph",
+            {
+                "openinference.span.kind": "CHAIN",
+                "metadata": json.dumps(metadata),
+                "output.value": graph_output,
+            },
+            end_time=40,
+        ),
+    ]
+
+
+def _llm(text: str) -> dict[str, Any]:
+    return {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": text,
+    }
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {
+            "messages": [
+                {"type": "human", "data": {"content": "Q"}},
+                {"type": "ai", "data": {"content": "Paris [doc-1]."}},
+            ]
+        },
+        {"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "Paris [doc-1]."}]},
+        {"question": "Q", "generation": "Paris [doc-1].", "documents": ["Paris is the capital of France."]},
+        {"question": "Q", "answer": "Paris [doc-1]."},
+    ],
+    ids=["messages_to_dict", "openai-style", "self-rag-state", "answer-key"],
+)
+def test_the_graph_output_names_the_answer_in_each_state_shape(state: dict[str, Any]) -> None:
+    signals = extract_signals(_graph_trace(json.dumps(state)))
+    assert signals.inputs["citationCount"] == 1
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+
+
+def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
+    state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
+    cut = json.dumps(state)[:30]  # a value length limit
+    for spans in (
+        _graph_trace(cut),
+        _graph_trace(json.dumps(state), node_metadata=True),  # a subgraph's run is no graph's answer
+        _graph_trace(json.dumps({"messages": [{"type": "ai", "data": {"content": "Something else."}}]})),
+    ):
+        signals = extract_signals(spans)
+        assert (
+            signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+        )  # the grader's JSON, as before
+        assert "citationCount" not in signals.inputs
