@@ -39,6 +39,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import AnswerGroup, ExtractedSignals, SpanRecord, extract_signals, find_answers
+from rag_confidence.signals import langgraph as langgraph_signals
 from tests.instrumented import confidence_processor, records, scored, traced
 from tests.test_gateway_support import (
     DownstreamReceiver,
@@ -702,10 +703,19 @@ def _llm(text: str) -> dict[str, Any]:
     ],
     ids=["messages_to_dict", "openai-style", "self-rag-state", "answer-key"],
 )
-def test_the_graph_output_names_the_answer_in_each_state_shape(state: dict[str, Any]) -> None:
-    signals = extract_signals(_graph_trace(json.dumps(state)))
+def test_the_graph_output_names_the_answer_in_each_state_shape(
+    state: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spans = _graph_trace(json.dumps(state))
+    signals = extract_signals(spans)
     assert signals.inputs["citationCount"] == 1
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    # Without the grader, the search that skips parsing the state agrees with parsing it.
+    answered = [span for span in spans if span.name != "grader"]
+    shortcut = extract_signals(answered)
+    monkeypatch.setattr(langgraph_signals, "_quoted_in", lambda text, output: False)
+    assert extract_signals(answered) == shortcut
+    assert shortcut.inputs["citationCount"] == 1
 
 
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
