@@ -38,7 +38,14 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.signals import AnswerGroup, ExtractedSignals, SpanRecord, extract_signals, find_answers
+from rag_confidence.signals import (
+    AnswerGroup,
+    ExtractedSignals,
+    SpanRecord,
+    extract_signals,
+    find_answers,
+    is_retrieval_span,
+)
 from rag_confidence.signals import langgraph as langgraph_signals
 from tests.instrumented import confidence_processor, records, scored, traced
 from tests.test_gateway_support import (
@@ -731,3 +738,23 @@ def test_without_a_readable_graph_output_the_last_generation_is_read_as_before()
             signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
         )  # the grader's JSON, as before
         assert "citationCount" not in signals.inputs
+
+
+def test_openinference_calls_a_retriever_named_like_an_agent_an_agent() -> None:
+    """Pins a limit (docs/signals.md, LangGraph): the OpenInference tracer gives any run whose name holds
+    ``agent`` the ``AGENT`` kind, a retriever's too, so its documents are no retrieval's; a ``run_name`` without
+    it keeps the ``RETRIEVER`` kind."""
+
+    class AgentNotesRetriever(ScoredVectorRetriever):
+        pass
+
+    store = make_store()
+    unwrap_openllmetry()
+    for exporter, _ in traced(LangChainInstrumentor(), confidence_processor):
+        AgentNotesRetriever(store=store).invoke(QUESTION)
+        AgentNotesRetriever(store=store).with_config(run_name="notes").invoke(QUESTION)
+        spans = records(exporter)
+        kinds = [(span.name, span.attributes["openinference.span.kind"]) for span in spans]
+        assert kinds == [("AgentNotesRetriever", "AGENT"), ("notes", "RETRIEVER")]
+        assert "retrieval.documents.0.document.content" in spans[0].attributes
+        assert [is_retrieval_span(span) for span in spans] == [False, True]
