@@ -389,7 +389,7 @@ def test_agentic_rag_two_retrievals_are_one_method_and_the_grader_is_no_answer(
     group, signals = only_answer(exporter)
     assert group.answer.name == GRAPH_ROOT[name]
     # Both retrievals of the one retriever are one method: four documents, each at its own score (documented
-    # under "Rewrites are one method"; the rejected retrieval's documents stay candidates, see Known limits).
+    # under "Rewrites are one method"; the rejected round's documents stay candidates, see LangGraph).
     want = expected(candidates(first, second), cited=1, invalid=0, coverage=1.0)
     assert_inputs(signals, want)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 2
