@@ -213,7 +213,8 @@ def _message(content: list[TextBlock]) -> Message:
 
 
 class FakeAnthropic:
-    """A loopback server answering every ``POST /v1/messages`` with one message (no network here)."""
+    """A loopback server answering every ``POST /v1/messages`` with one message (no network here): as JSON, or
+    for a request with ``"stream": true`` as the Messages API's server-sent events (:func:`message_events`)."""
 
     def __init__(self) -> None:
         self.message = search_result_message()
@@ -221,13 +222,45 @@ class FakeAnthropic:
         self.service = LoopbackService(self._respond)
 
     def _respond(self, path: str, body: bytes) -> tuple[str, bytes]:
-        self.requests.append(json.loads(body))
+        request = json.loads(body)
+        self.requests.append(request)
+        if request.get("stream"):
+            return "text/event-stream", message_events(self.message)
         return "application/json", json.dumps(
             self.message.model_dump(mode="json", exclude_none=True)
         ).encode()
 
     def client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key="test-key", base_url=self.service.url, max_retries=0)
+
+
+def message_events(message: Message) -> bytes:
+    """``message`` streamed as the Messages API streams a cited answer: ``message_start`` with no content, then
+    per text block a ``content_block_start`` with empty text, its text in ``text_delta`` pieces and each
+    citation in a ``citations_delta`` after them, ``content_block_stop``; ``message_delta`` with the stop reason
+    and ``message_stop``."""
+    whole = message.model_dump(mode="json", exclude_none=True)
+    blocks = whole.pop("content")
+    start = {**whole, "content": [], "stop_reason": None, "usage": {"input_tokens": 120, "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(blocks):
+        events.append(
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+        )
+        text = block["text"]
+        deltas = [{"type": "text_delta", "text": text[i : i + 12]} for i in range(0, len(text), 12)]
+        deltas += [{"type": "citations_delta", "citation": c} for c in block.get("citations") or ()]
+        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": 40},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
 @pytest.fixture()
@@ -261,6 +294,33 @@ def answer(client: anthropic.Anthropic, provider: TracerProvider, blocks: list[d
             messages=[{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
         )
     return "".join(block.text for block in response.content if block.type == "text")
+
+
+def answer_streamed(
+    client: anthropic.Anthropic, provider: TracerProvider, blocks: list[dict[str, Any]], how: str
+) -> str:
+    """:func:`answer` with the answer streamed, as chat front ends do: ``client.messages.stream(...)`` (the
+    SDK's helper) or ``client.messages.create(..., stream=True)`` (the raw events), read to the end."""
+    tracer = provider.get_tracer("app")
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 512,
+        "messages": [{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
+    }
+    with tracer.start_as_current_span("POST /ask"):
+        with tracer.start_as_current_span("retrieval kb") as span:
+            span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
+            span.set_attribute("gen_ai.data_source.id", "kb")
+            span.set_attribute("gen_ai.retrieval.documents", json.dumps(HITS))
+        if how == "messages.stream":
+            with client.messages.stream(**request) as stream:
+                return "".join(stream.text_stream)
+        events = client.messages.create(**request, stream=True)
+        return "".join(
+            event.delta.text
+            for event in events
+            if event.type == "content_block_delta" and event.delta.type == "text_delta"
+        )
 
 
 def candidates() -> list[dict[str, Any]]:
@@ -408,6 +468,78 @@ def test_a_cited_document_nobody_retrieved_is_no_invalid_citation_and_leaves_the
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
     (answer_span,) = scored(exporter)
     assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+# -- streamed answers -------------------------------------------------------------------------------------------
+
+STREAMS = ["messages.stream", "create(stream=True)"]
+
+
+@pytest.mark.parametrize("how", STREAMS)
+@pytest.mark.parametrize("cited", ["search results", "documents"])
+def test_a_streamed_answer_scores_as_the_whole_message(
+    claude: FakeAnthropic,
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+    how: str,
+    cited: str,
+) -> None:
+    """Streamed, the citations arrive as ``citations_delta`` events beside the text pieces. The OpenInference
+    tracer (3.1.0) accumulates the events with the SDK's own ``accumulate_event`` for both stream APIs and
+    records the message it builds, citations included, as ``output.value``, and the request (with its document
+    blocks) as ``input.value``: the same inputs as the call answered whole (the two tests above), and the same
+    stop reason."""
+    exporter, provider = openinference
+    blocks = search_results() if cited == "search results" else documents()
+    if cited == "documents":
+        claude.message = document_message(cite_style_guide=False)
+    assert answer_streamed(claude.client(), provider, blocks, how) == ANSWER
+    assert claude.requests[0]["stream"] is True
+
+    attributes = dict(_llm(exporter).attributes or {})
+    content = json.loads(attributes[semconv.OI_OUTPUT_VALUE])["content"]
+    assert [bool(block.get("citations")) for block in content] == [False, True, True, False]
+    assert attributes["llm.finish_reason"] == "end_turn"
+    assert json.loads(attributes[semconv.OI_INPUT_VALUE])["messages"][0]["content"][:3] == blocks
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    expected = {
+        "candidates": candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 2 / 3,
+        "supportLevel": "medium",
+    }
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "end_turn"
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
+    (answer_span,) = scored(exporter)
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+@pytest.mark.parametrize("how", STREAMS)
+def test_openllmetry_records_a_streamed_answer_as_a_whole_one_without_its_citations(
+    claude: FakeAnthropic, openllmetry: tuple[InMemorySpanExporter, TracerProvider], how: str
+) -> None:
+    """opentelemetry-instrumentation-anthropic 0.62 on a stream: the text joined into ``gen_ai.output.messages``
+    and the finish reason, no citations (as for a whole answer). No citation input is derived: the scorecard
+    is the one of an answer without markers, not of one citing nothing (``citationCount`` 0)."""
+    exporter, provider = openllmetry
+    assert answer_streamed(claude.client(), provider, search_results(), how) == ANSWER
+
+    attributes = dict(_llm(exporter).attributes or {})
+    output = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    assert "".join(part["content"] for part in output[0]["parts"]) == ANSWER
+    assert "citations" not in attributes[semconv.GEN_AI_OUTPUT_MESSAGES]
+    assert tuple(attributes["gen_ai.response.finish_reasons"]) == ("stop",)
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": candidates(), "supportLevel": "medium"}
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    (answer_span,) = scored(exporter)
+    expected = compute_confidence({"candidates": candidates(), "supportLevel": "medium"})
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
 
 
 # -- the reader on recorded attributes -------------------------------------------------------------------------

@@ -8,11 +8,18 @@ stubbed responses against the service model and returns them as it would AWS's. 
 instrumentor ``_make_api_call`` itself). The tracers are the real ``openinference-instrumentation-bedrock``,
 ``opentelemetry-instrumentation-bedrock`` (OpenLLMetry) and ``opentelemetry-instrumentation-botocore`` (OTel
 contrib). Expected inputs are written out from the stubbed responses, never from the code under test.
+
+``Stubber`` cannot answer ``retrieve_and_generate_stream``: its response is an event stream, which botocore
+parses from the bytes of the HTTP body, and a stubbed response holds parsed values only. The stream tests use a
+loopback server instead (``endpoint_url``), answering with the AWS event-stream encoding (binary frames with
+CRC32 checksums, :func:`event_stream`), which the real client decodes with botocore's own parser.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +44,7 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -163,6 +170,68 @@ def retrieve_candidates() -> list[dict[str, Any]]:
         }
         for rank, (chunk_id, _, score, _, attributes) in enumerate(CHUNKS, start=1)
     ]
+
+
+def _frame(event_type: str, payload: dict[str, Any]) -> bytes:
+    """One event of an AWS event stream (``application/vnd.amazon.eventstream``): a prelude (total length,
+    headers length, its CRC32), headers (name length, name, type 7 = string, value length, value), the JSON
+    payload, and the CRC32 of all before it."""
+    headers = b""
+    for name, value in (
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        headers += struct.pack("!B", len(name)) + name.encode()
+        headers += struct.pack("!BH", 7, len(value.encode())) + value.encode()
+    body = json.dumps(payload).encode()
+    prelude = struct.pack("!II", 12 + len(headers) + len(body) + 4, len(headers))
+    message = prelude + struct.pack("!I", binascii.crc32(prelude)) + headers + body
+    return message + struct.pack("!I", binascii.crc32(message))
+
+
+def event_stream(response: dict[str, Any], *, nested_citations: bool = False) -> bytes:
+    """``retrieve_and_generate_stream``'s events for ``response``: the text in ``output`` pieces, then one
+    ``citation`` event per citation, with ``generatedResponsePart`` and ``retrievedReferences`` at its top level
+    (the shape the service model documents), or with ``nested_citations`` under the deprecated ``citation``
+    member only."""
+    text = response["output"]["text"]
+    frames = [_frame("output", {"text": text[i : i + 20]}) for i in range(0, len(text), 20)]
+    for citation in response["citations"]:
+        frames.append(_frame("citation", {"citation": citation} if nested_citations else citation))
+    return b"".join(frames)
+
+
+class FakeAgentRuntime:
+    """A loopback ``bedrock-agent-runtime`` answering every request with ``body`` (no network here)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.service = LoopbackService(lambda path, _: ("application/vnd.amazon.eventstream", body))
+
+    def client(self) -> BaseClient:
+        """A real client of the loopback, made after the tracer is set up (OpenInference wraps new clients)."""
+        return boto3.client(
+            "bedrock-agent-runtime",
+            region_name="eu-west-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            endpoint_url=self.service.url,
+        )
+
+
+@pytest.fixture()
+def agent_runtime() -> Iterator[FakeAgentRuntime]:
+    fake = FakeAgentRuntime(event_stream(rag_response()))
+    yield fake
+    fake.service.close()
+
+
+def retrieve_and_generate_stream(client: BaseClient) -> str:
+    """The streamed call, read to the end as a chat front end would; the text it showed."""
+    response = client.retrieve_and_generate_stream(  # type: ignore[attr-defined]
+        input={"text": QUESTION}, retrieveAndGenerateConfiguration=RAG_CONFIGURATION
+    )
+    return "".join(event["output"]["text"] for event in response["stream"] if "output" in event)
 
 
 @pytest.fixture()
@@ -481,3 +550,94 @@ def test_under_openllmetry_or_botocore_a_retrieval_span_of_your_own_is_scored(
     (scored_span,) = scored(exporter)
     assert scored_span.attributes is not None
     assert scored_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+# -- retrieve_and_generate_stream ------------------------------------------------------------------------------
+
+
+def test_the_event_stream_fake_is_what_botocore_decodes() -> None:
+    """The loopback's frames are read by botocore's own event-stream parser, checksums checked: the events the
+    client yields are the ones encoded."""
+    fake = FakeAgentRuntime(event_stream(rag_response()))
+    try:
+        response = fake.client().retrieve_and_generate_stream(  # type: ignore[attr-defined]
+            input={"text": QUESTION}, retrieveAndGenerateConfiguration=RAG_CONFIGURATION
+        )
+        events = list(response["stream"])
+    finally:
+        fake.service.close()
+    assert "".join(event["output"]["text"] for event in events if "output" in event) == ANSWER
+    citations = [event["citation"] for event in events if "citation" in event]
+    assert citations == rag_response()["citations"]
+
+
+def test_a_streamed_retrieve_and_generate_scores_as_the_whole_one(
+    agent_runtime: FakeAgentRuntime, openinference_scored: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """openinference-instrumentation-bedrock 0.1.61 joins the ``output`` events' text and gathers the
+    ``citation`` events, and records them when the stream ends as it records a whole call, on a ``RETRIEVER``
+    span ``bedrock_agent.retrieve_and_generate_stream``: the same inputs as
+    ``test_a_bare_retrieve_and_generate_is_its_own_answer``, and the span processor scores that span."""
+    exporter, _ = openinference_scored
+    assert retrieve_and_generate_stream(agent_runtime.client()) == ANSWER
+
+    (span,) = records(exporter)
+    assert span.name == "bedrock_agent.retrieve_and_generate_stream"
+    assert span.attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
+    assert span.attributes[semconv.OI_OUTPUT_VALUE] == ANSWER
+    assert [span.attributes[f"retrieval.documents.{i}.document.id"] for i in (0, 1)] == [
+        "chunk-atlas-1",
+        "chunk-rivers-1",
+    ]
+    (group,) = find_answers([span])
+    assert group.answer is span and group.rule == "root"
+    signals = extract_signals(group.spans)
+    expected = {"candidates": [], "citationCount": 2, "invalidCitationCount": 0, "supportLevel": "medium"}
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNSCORED_DOCUMENTS] == 2
+    (answer,) = scored(exporter)
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+def test_citation_events_under_the_deprecated_member_only_leave_the_citations_unknown_not_zero(
+    openinference_scored: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """The tracer reads ``retrievedReferences`` at the top of each citation event. An event carrying them only
+    under the deprecated ``citation`` member (the service model still lists it) gives the span no document:
+    the answer is still scored, on its text, with no citation input at all, rather than as one citing nothing
+    (``citationCount`` 0 would count against it)."""
+    exporter, _ = openinference_scored
+    fake = FakeAgentRuntime(event_stream(rag_response(), nested_citations=True))
+    try:
+        assert retrieve_and_generate_stream(fake.client()) == ANSWER
+    finally:
+        fake.service.close()
+
+    (span,) = records(exporter)
+    assert not any(key.startswith("retrieval.documents.") for key in span.attributes)
+    (group,) = find_answers([span])
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
+    (answer,) = scored(exporter)
+    assert answer.attributes is not None
+    expected = compute_confidence({"candidates": [], "supportLevel": "medium"})
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+
+
+def test_openllmetry_and_botocore_record_nothing_of_a_streamed_answer(
+    agent_runtime: FakeAgentRuntime, uninformed: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """As for the whole call: OpenLLMetry no span, the botocore instrumentor a ``CLIENT`` span
+    ``Bedrock Agent Runtime.RetrieveAndGenerateStream`` with ``rpc.*`` only. No answer, no scorecard."""
+    exporter, _ = uninformed
+    assert retrieve_and_generate_stream(agent_runtime.client()) == ANSWER
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] in (
+        [],
+        ["Bedrock Agent Runtime.RetrieveAndGenerateStream"],
+    )
+    flat = json.dumps([dict(span.attributes or {}) for span in spans])
+    assert "chunk-atlas-1" not in flat and "Paris" not in flat
+    assert find_answers(records(exporter)) == []
+    assert scored(exporter) == []

@@ -107,15 +107,18 @@ class FakeGemini:
     def __init__(self) -> None:
         self.response = grounded_response()
         self.paths: list[str] = []
+        # Where a stream carries the grounding metadata: "last" (with the finish reason), "first" (an earlier
+        # piece, none on the last), "resent" (the first chunk and support on the first piece, all of it again
+        # on the last).
+        self.grounding_on = "last"
         self.service = LoopbackService(self._respond)
 
     def _respond(self, path: str, body: bytes) -> tuple[str, bytes]:
         self.paths.append(path)
         if "streamGenerateContent" in path:
-            # A stream (``alt=sse``) as Gemini sends one: the text in pieces, the grounding metadata and finish
-            # reason with the last.
-            pieces = "".join(f"data: {_dump(piece)}\n\n" for piece in _pieces(self.response))
-            return "text/event-stream", pieces.encode()
+            # A stream (``alt=sse``) as Gemini sends one: the text in pieces, the finish reason with the last.
+            pieces = _pieces(self.response, self.grounding_on)
+            return "text/event-stream", "".join(f"data: {_dump(piece)}\n\n" for piece in pieces).encode()
         return "application/json", _dump(self.response).encode()
 
     def client(self) -> genai.Client:
@@ -126,7 +129,9 @@ def _dump(response: types.GenerateContentResponse) -> str:
     return json.dumps(response.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def _pieces(response: types.GenerateContentResponse) -> list[types.GenerateContentResponse]:
+def _pieces(
+    response: types.GenerateContentResponse, grounding_on: str = "last"
+) -> list[types.GenerateContentResponse]:
     (candidate,) = response.candidates or ()
     text = ANSWER
     first = types.Candidate(
@@ -135,6 +140,19 @@ def _pieces(response: types.GenerateContentResponse) -> list[types.GenerateConte
     last = candidate.model_copy(
         update={"content": types.Content(role="model", parts=[types.Part(text=text[len(FIRST) + 1 :])])}
     )
+    metadata = candidate.grounding_metadata
+    assert metadata is not None
+    if grounding_on == "first":
+        first = first.model_copy(update={"grounding_metadata": metadata})
+        last = last.model_copy(update={"grounding_metadata": None})
+    elif grounding_on == "resent":
+        so_far = metadata.model_copy(
+            update={
+                "grounding_chunks": (metadata.grounding_chunks or [])[:1],
+                "grounding_supports": [support(FIRST, [0], [0.93])],
+            }
+        )
+        first = first.model_copy(update={"grounding_metadata": so_far})
     return [
         response.model_copy(update={"candidates": [first]}),
         response.model_copy(update={"candidates": [last]}),
@@ -347,21 +365,81 @@ def test_the_span_processor_scores_the_bare_call_and_the_application_span_around
 # -- streams; what the contrib tracer leaves out, and the workaround ---------------------------------------------
 
 
-def test_a_streamed_grounded_call_is_scored_as_the_whole_response(
-    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
-) -> None:
-    """Gemini streams the text in pieces and the grounding metadata with the last; the OpenInference stream
-    accumulator joins the text and keeps the metadata, so the streamed call scores as the whole one."""
-    exporter, _ = openinference
-    client = gemini.client()
+def ask_streamed(client: genai.Client) -> str:
     stream = client.models.generate_content_stream(
         model=MODEL, contents=QUESTION, config=types.GenerateContentConfig(tools=TOOLS)
     )
-    assert "".join(chunk.text or "" for chunk in stream) == ANSWER
+    return "".join(chunk.text or "" for chunk in stream)
 
-    (group,) = find_answers(records(exporter))
+
+@pytest.mark.parametrize("grounding_on", ["last", "first"])
+def test_a_streamed_grounded_call_is_scored_as_the_whole_response(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider], grounding_on: str
+) -> None:
+    """Gemini streams the text in pieces and the grounding metadata with one of them (the last, or an earlier
+    one); the OpenInference stream accumulator (1.4.14) joins the text and keeps the metadata wherever it came,
+    so the streamed call (span ``GenerateContentStream``) scores as the whole one, finish reason included."""
+    exporter, _ = openinference
+    gemini.grounding_on = grounding_on
+    assert ask_streamed(gemini.client()) == ANSWER
+
+    (span,) = records(exporter)
+    assert span.name == "GenerateContentStream"
+    (group,) = find_answers([span])
     signals = extract_signals(group.spans)
     assert signals.inputs == expected_inputs(cited=2, coverage=1.0)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
+
+
+def test_grounding_resent_on_two_pieces_of_a_stream_is_recorded_as_one_longer_list(
+    gemini: FakeGemini, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """Pins a limit of the OpenInference accumulator (1.4.14): it extends every list of ``grounding_metadata``
+    with the next piece's, so a stream that sends the grounding so far on one piece and all of it again on a
+    later one is recorded as the concatenation, and a later support's chunk indices (into its own piece's list)
+    point into the wrong part of it. Here the last support's ``[1]`` (the rivers page) lands on the resent
+    atlas chunk. docs/signals.md, *Hosted grounding: Gemini*, says what follows."""
+    exporter, _ = openinference
+    gemini.grounding_on = "resent"
+    assert ask_streamed(gemini.client()) == ANSWER
+
+    (span,) = records(exporter)
+    output = json.loads(span.attributes[semconv.OI_OUTPUT_VALUE])
+    metadata = output["candidates"][0]["grounding_metadata"]
+    ids = [
+        chunk.get("web", chunk.get("retrieved_context", {})).get("uri")
+        for chunk in metadata["grounding_chunks"]
+    ]
+    assert ids == [ATLAS, ATLAS, RIVERS, ATLAS]
+    assert [s["grounding_chunk_indices"] for s in metadata["grounding_supports"]] == [[0], [0, 2], [1]]
+
+    (group,) = find_answers([span])
+    signals = extract_signals(group.spans)
+    # Read as recorded: four markers (three in the response), the second support's chunk 2 read as the rivers
+    # page and the third's chunk 1 as atlas; both sources still cited here, by the wrong supports.
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 4
+    assert signals.inputs == expected_inputs(cited=2, coverage=1.0)
+
+
+def test_the_contrib_instrumentor_records_a_stream_as_a_whole_call(
+    gemini: FakeGemini, contrib: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """opentelemetry-instrumentation-google-genai on ``generate_content_stream``: one ``generate_content`` span
+    with ``gen_ai.request.stream``, the text joined and the finish reason; no grounding, as for the whole call.
+    No retrieval, no answer, no scorecard."""
+    exporter, _ = contrib
+    assert ask_streamed(gemini.client()) == ANSWER
+
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.request.stream"] is True
+    assert json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"] == ANSWER
+    assert tuple(attributes["gen_ai.response.finish_reasons"]) == ("stop",)
+    flat = json.dumps(attributes, default=str)
+    assert ATLAS not in flat and "grounding" not in flat
+    assert find_answers(records(exporter)) == []
+    assert scored(exporter) == []
 
 
 def record_grounding(tracer: Any, response: types.GenerateContentResponse) -> None:
