@@ -262,6 +262,24 @@ def test_a_function_tool_is_a_tool_span_and_no_retrieval(agents_tracer: Traced) 
     assert find_answers(records(exporter)) == []
 
 
+def test_a_marked_run_over_an_undeclared_tool_leaves_its_citations_unjudged(agents_tracer: Traced) -> None:
+    """The same run inside a marked span (``@scored_answer`` around ``Runner.run`` makes one): the span answers,
+    with no retrieval beneath it. The documents ``[1]`` and ``[2]`` name are unknown (they went to the model
+    through a tool nobody declared a retriever), so they are counted as markers and not judged, rather than
+    every valid citation being called invalid."""
+    exporter, provider = agents_tracer
+    with provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        request.set_attribute(semconv.RAG_ANSWER, True)
+        assert run(rag_agent(FakeModelServer(tool_round_trip()))) == ANSWER
+
+    (group,) = find_answers(records(exporter))
+    assert group.answer.name == "POST /ask" and not group.has_retrieval
+    assert {"search_docs", "response"} <= {span.name for span in group.spans}
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+
+
 def test_a_tool_declared_a_retriever_is_read_and_the_run_root_answers(retriever_tool: Traced) -> None:
     """With ``tool_span_kinds={"search_docs": "RETRIEVER"}`` the instrumentor writes the tool's output as
     ``retrieval.documents.*`` (``id``, ``score``, ``content`` keys of each returned dict); the run's root span is
