@@ -261,6 +261,9 @@ OI_DOCUMENT_CONTENT: Final = "document.content"
 OI_DOCUMENT_METADATA: Final = "document.metadata"
 OI_OUTPUT_VALUE: Final = "output.value"
 OI_OUTPUT_MIME_TYPE: Final = "output.mime_type"
+#: The tool a span called (OpenInference ``TOOL`` spans; the OpenAI Agents tracer keeps it on a function tool it
+#: was told to record as a ``RETRIEVER``).
+OI_TOOL_NAME: Final = "tool.name"
 OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_CONTENT: Final = "message.content"
 #: Legacy Completions API choices (openinference-semantic-conventions ``SpanAttributes.LLM_CHOICES`` and

@@ -90,9 +90,10 @@ def extract_signals(
     generations: list[Generation] = []
     native: dict[str, Any] = {}
     targets = _FeedbackTargets(ordered)
+    searched = False
     for span in ordered:
         try:
-            _read_span(span, reader, raw_retrievals, evaluations, generations, targets)
+            searched = _read_span(span, reader, raw_retrievals, evaluations, generations, targets) or searched
         except Exception:  # a reader bug on odd data must cost one span's signals, never the answer
             reader.skip()
     # The answer span's own values last, so they win.
@@ -142,8 +143,11 @@ def extract_signals(
         if summary.unmatched:
             diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] = summary.unmatched
         # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
-        # matching none of those read may be valid, so no citation input is derived rather than a wrong one.
-        if summary.markers and not reader.unreadable_retrievals:
+        # matching none of those read may be valid, so no citation input is derived rather than a wrong one. So
+        # with no retrieval span at all (a marked answer whose documents reached the model through a step no
+        # tracer reports as a retrieval, such as an agent's function tool): judged against nothing, every marker
+        # would be invalid.
+        if summary.markers and searched and not reader.unreadable_retrievals:
             for name, value in (
                 ("citationCount", summary.cited),
                 ("invalidCitationCount", summary.invalid),
@@ -238,7 +242,8 @@ def _read_span(
     evaluations: list[Evaluation],
     generations: list[Generation],
     targets: _FeedbackTargets,
-) -> None:
+) -> bool:
+    """Read one span into the lists; True when it is a retrieval span."""
     retrieval = is_retrieval_span(span)
     if retrieval:
         retrievals.extend(openinference.read_retrievals(span, reader))
@@ -279,6 +284,7 @@ def _read_span(
             break
     if generation is not None:
         generations.append(generation)
+    return retrieval
 
 
 _GENERATION_READERS: tuple[Callable[[SpanRecord, Reader], Generation | None], ...] = (

@@ -31,7 +31,17 @@ from typing import Any
 
 from .. import semconv
 from . import bedrock
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
+from ._values import (
+    MAX_JSON_CHARS,
+    Evaluation,
+    Generation,
+    RawDocument,
+    RawRetrieval,
+    Reader,
+    indexed,
+    loads_json,
+    unredacted,
+)
 from .anthropic_citations import read_citations as read_anthropic_citations
 from .grounding import read_supports
 from .hosted import read_citations
@@ -76,11 +86,49 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
                 # Hidden metadata took the ids with it (the LangChain tracer records none of its own): the
                 # documents an answer's markers name are unknown, as for a list cut by a value length limit.
                 reader.unreadable_retrievals += 1
+        elif _returned_unlisted(span.attributes):
+            reader.unreadable_retrievals += 1
         return [RawRetrieval(span=span, documents=documents, method_hint=hint)] if documents else []
     if kind == semconv.OPENINFERENCE_KIND_RERANKER:
         documents = _documents(span.attributes, semconv.OI_RERANKER_OUTPUT_DOCUMENTS, reader)
         return [RawRetrieval(span=span, documents=documents, rerank=True)] if documents else []
     return []
+
+
+def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
+    """True for a tool declared a retriever that listed no document but returned something: text, or JSON
+    holding a list.
+
+    The OpenAI Agents tracer records a function tool named in its ``tool_span_kinds`` as a ``RETRIEVER`` (keeping
+    ``tool.name``), and writes ``retrieval.documents`` only when the function returns a list of objects; one
+    returning the results formatted for the model (``[1] kb-leave: ...``) leaves them in ``output.value`` alone.
+    The answer's markers then name documents nobody can read: judged against none, every valid citation would be
+    invalid. A tool that found nothing returns nothing, or empty JSON (``[]``, ``{"documents": []}``). Only tool
+    spans: a framework's retriever span may list its documents on another span (LlamaIndex's ``_retrieve``
+    beneath ``retrieve``, its ``output.value`` the nodes) and is read there."""
+    if semconv.OI_TOOL_NAME not in attributes:
+        return False
+    output = unredacted(attributes.get(semconv.OI_OUTPUT_VALUE))
+    if type(output) is not str or not output.strip():
+        return False
+    if len(output) > MAX_JSON_CHARS:
+        return True
+    try:
+        parsed = loads_json(output)
+    except (ValueError, RecursionError):
+        return True  # text
+    if isinstance(parsed, str):
+        return bool(parsed.strip())
+    # Iterative: the depth is whatever the producer nested.
+    pending: list[Any] = [parsed]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, list):
+            if value:
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+    return False
 
 
 # Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up; the first index with none of the
