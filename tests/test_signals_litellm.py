@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,11 +31,11 @@ from opentelemetry import trace  # noqa: E402
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from rag_confidence import compute_confidence, semconv  # noqa: E402
-from rag_confidence.otel import last_scorecard, scored_answer  # noqa: E402
+from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, scored_answer  # noqa: E402
 from rag_confidence.signals import extract_signals, find_answers  # noqa: E402
 from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced  # noqa: E402
 from tests.test_gateway_support import (  # noqa: E402
@@ -313,7 +314,8 @@ class OtelCallback:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
-        self.provider.add_span_processor(confidence_processor(self.exporter))
+        self.processor = ConfidenceSpanProcessor(SimpleSpanProcessor(self.exporter))
+        self.provider.add_span_processor(self.processor)
         monkeypatch.setattr(trace, "_TRACER_PROVIDER", self.provider)
         # LiteLLM turns ``callbacks`` into logger objects kept in these lists and among its in-memory loggers:
         # fresh ones, so that the callback is built anew and adopts this provider.
@@ -442,6 +444,50 @@ def test_otel_callback_request_span_is_a_child_generation(
     assert generation.parent.span_id == spans["POST /ask"].context.span_id
     assert (generation.attributes or {})[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["length"]'
     _assert_scored_answer(otel_callback.exporter, "POST /ask", "length", truncated=True)
+
+
+@pytest.mark.parametrize("request_span", [False, True], ids=["on the caller's span", "litellm_request span"])
+def test_otel_callback_logging_after_the_request_ended(
+    model: FakeOpenAI, otel_callback: OtelCallback, monkeypatch: pytest.MonkeyPatch, request_span: bool
+) -> None:
+    """LiteLLM's logging thread running once the request span has ended, as it does when the application does
+    not wait for it (held here until then, so the test does not depend on the race): the request is scored
+    once, without the answer text. The callback's attributes on it are dropped by the SDK (set on an ended
+    span), or its ``litellm_request`` span, and the ``raw_gen_ai_request`` span it then opens beneath it, end
+    after the request: forwarded as late work that leaves no buffer behind."""
+    from litellm.integrations.opentelemetry import OpenTelemetry
+
+    if request_span:
+        monkeypatch.setenv("USE_OTEL_LITELLM_REQUEST_SPAN", "true")
+    request_over = threading.Event()
+    handle_success = OpenTelemetry._handle_success
+
+    def after_the_request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        assert request_over.wait(10)
+        return handle_success(self, *args, **kwargs)
+
+    monkeypatch.setattr(OpenTelemetry, "_handle_success", after_the_request)
+    provider = otel_callback.provider
+    for count in range(1, 4):
+        request_over.clear()
+        answer(model, provider, "completion")
+        request_over.set()
+        otel_callback.wait_for(
+            lambda: [s.name for s in otel_callback.exporter.get_finished_spans()].count("raw_gen_ai_request")
+            == count
+        )
+
+    spans = otel_callback.exporter.get_finished_spans()
+    requests = scored(otel_callback.exporter)
+    assert [span.name for span in requests] == ["POST /ask"] * 3
+    for span in requests:
+        attributes = span.attributes or {}
+        assert semconv.GEN_AI_OUTPUT_MESSAGES not in attributes
+        assert attributes[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    assert [span.name for span in spans].count("litellm_request") == (3 if request_span else 0)
+    stats = otel_callback.processor.stats()
+    assert stats.answers_scored == 3
+    assert stats.pending_traces == 0 and stats.traces_evicted == 0
 
 
 # -- through the gateway ---------------------------------------------------------------------------------------
