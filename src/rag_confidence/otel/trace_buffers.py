@@ -73,8 +73,8 @@ class TraceBuffers:
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
         # Work that outlives what it belongs to. Per trace (most recent last, at most max_traces of them):
         # the local roots and (marked or declined) answers that ended, and the late work released beneath them (a
-        # child of one that ends after it is never read, and opens no buffer): one span id, or a set of them for a trace with several (an int
-        # spares a set per trace).
+        # child of one that ends after it is never read, and opens no buffer): one span id, or a set of them for
+        # a trace with several (an int spares a set per trace).
         self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
         # The local roots of each trace: (running, started, ended) here. A request is over when one ended and
         # none runs; a trace not listed proves nothing (its root may have started before this processor saw it).
