@@ -475,6 +475,32 @@ def test_otel_callback_without_message_logging_writes_no_finish_reason(
         assert key not in attributes
 
 
+@pytest.mark.parametrize("how", ["completion", "acompletion"])
+def test_otel_callback_generation_under_a_tool_root_makes_it_an_answer(
+    model: FakeOpenAI, otel_callback: OtelCallback, how: str
+) -> None:
+    """A tool an untraced agent loop ran (an OpenInference ``TOOL`` span, the trace's root) that retrieves and
+    answers: a step root with a generation in it answers (rule 2). LiteLLM's callback marks the generation with
+    its call type as ``gen_ai.operation.name``: ``chat`` for ``completion``, ``acompletion`` for
+    ``acompletion``, both a model's generation."""
+    provider = otel_callback.provider
+    with provider.get_tracer("app").start_as_current_span("search_and_answer") as tool:
+        tool.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_TOOL)
+        prompt = messages(retrieve(provider))
+        if how == "completion":
+            call(model, prompt, how)
+            otel_callback.wait_for(lambda: _output_messages(tool) is not None)
+        else:
+            asyncio.run(_acall_and_wait(model, prompt, how, tool))
+
+    (answer_span,) = scored(otel_callback.exporter)
+    assert answer_span.name == "search_and_answer"
+    attributes = answer_span.attributes or {}
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == ("chat" if how == "completion" else "acompletion")
+    assert attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected_inputs()).total
+    assert attributes[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+
+
 def _raw_requests(callback: OtelCallback) -> int:
     return [span.name for span in callback.exporter.get_finished_spans()].count("raw_gen_ai_request")
 
