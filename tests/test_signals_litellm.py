@@ -351,10 +351,18 @@ def _output_messages(span: Any) -> Any:
     return (span.attributes or {}).get(semconv.GEN_AI_OUTPUT_MESSAGES)
 
 
-async def _acall_and_wait(model: FakeOpenAI, prompt: list[dict[str, str]], how: str, span: Any) -> str:
+def _logged(callback: OtelCallback) -> bool:
+    """The callback is done with the call: it opens ``raw_gen_ai_request`` once the caller's span (or its own
+    ``litellm_request``) has every attribute."""
+    return any(span.name == "raw_gen_ai_request" for span in callback.exporter.get_finished_spans())
+
+
+async def _acall_and_wait(
+    model: FakeOpenAI, prompt: list[dict[str, str]], how: str, callback: OtelCallback
+) -> str:
     text = await _acall(model, prompt, stream=how == "astream")
     deadline = time.monotonic() + 10
-    while _output_messages(span) is None:  # the callback runs as a task of this loop
+    while not _logged(callback):  # the callback runs as a task of this loop
         assert time.monotonic() < deadline, "LiteLLM's callback wrote nothing in time"
         await asyncio.sleep(0.01)
     return text
@@ -372,13 +380,13 @@ def test_otel_callback_writes_the_generation_onto_the_callers_span(
     call) loses it: the SDK drops attributes set on an ended span."""
     model.finish_reason = finish_reason
     provider = otel_callback.provider
-    with provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+    with provider.get_tracer("app").start_as_current_span("POST /ask"):
         prompt = messages(retrieve(provider))
         if how == "completion":
             assert call(model, prompt, how) == ANSWER
-            otel_callback.wait_for(lambda: _output_messages(request) is not None)
+            otel_callback.wait_for(lambda: _logged(otel_callback))
         else:
-            assert asyncio.run(_acall_and_wait(model, prompt, how, request)) == ANSWER
+            assert asyncio.run(_acall_and_wait(model, prompt, how, otel_callback)) == ANSWER
 
     spans = {span.name: span for span in otel_callback.exporter.get_finished_spans()}
     assert set(spans) == {"POST /ask", "retrieve kb", "raw_gen_ai_request"}
@@ -437,9 +445,7 @@ def test_otel_callback_request_span_is_a_child_generation(
     provider = otel_callback.provider
     with provider.get_tracer("app").start_as_current_span("POST /ask") as request:
         call(model, messages(retrieve(provider)), "completion")
-        otel_callback.wait_for(
-            lambda: any(s.name == "litellm_request" for s in otel_callback.exporter.get_finished_spans())
-        )
+        otel_callback.wait_for(lambda: _logged(otel_callback))
         assert _output_messages(request) is None
 
     spans = {span.name: span for span in otel_callback.exporter.get_finished_spans()}
@@ -489,9 +495,9 @@ def test_otel_callback_generation_under_a_tool_root_makes_it_an_answer(
         prompt = messages(retrieve(provider))
         if how == "completion":
             call(model, prompt, how)
-            otel_callback.wait_for(lambda: _output_messages(tool) is not None)
+            otel_callback.wait_for(lambda: _logged(otel_callback))
         else:
-            asyncio.run(_acall_and_wait(model, prompt, how, tool))
+            asyncio.run(_acall_and_wait(model, prompt, how, otel_callback))
 
     (answer_span,) = scored(otel_callback.exporter)
     assert answer_span.name == "search_and_answer"
