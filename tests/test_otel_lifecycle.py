@@ -447,3 +447,26 @@ def test_a_concurrent_root_without_a_marked_answer_is_still_scored(background: b
     # Request 1's answer mark is its own: request 2 is an answer by rule (c).
     assert set(_scored(exporter)) == {"answer 1", "request 2"}
     assert processor.stats().pending_traces == 0
+
+
+@BOTH_MODES
+def test_work_beneath_late_work_that_ended_first_leaves_no_buffer_behind(background: bool) -> None:
+    # LiteLLM's otel callback with USE_OTEL_LITELLM_REQUEST_SPAN=true logs a call from a thread of its own once
+    # the request may be over: it ends its ``litellm_request`` span (a child of the request), then starts and
+    # ends a ``raw_gen_ai_request`` child of that ended span.
+    provider, exporter, processor = _setup(max_pending_traces=50, background_scoring=background)
+    tracer = provider.get_tracer("test")
+    live = _live_query(tracer)
+    for index in range(100):
+        request = tracer.start_span(f"POST /ask {index}")
+        request.end()
+        if background:
+            provider.force_flush()
+        logged = tracer.start_span("litellm_request", context=trace.set_span_in_context(request))
+        logged.end()
+        raw = tracer.start_span("raw_gen_ai_request", context=trace.set_span_in_context(logged))
+        raw.end()
+    # Before: each raw span opened a buffer (its parent was no ended root or answer) kept until the TTL; 50 of
+    # them evicted the live query.
+    _assert_live_query_survives(provider, processor, exporter, live)
+    assert len(exporter.get_finished_spans()) == 2 + 100 * 3  # every span forwarded once

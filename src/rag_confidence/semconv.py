@@ -173,6 +173,10 @@ RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS: Final = "rag.confidence.retrieval.unr
 
 # GenAI (more of it): generation spans, output messages and legacy completion attributes.
 GEN_AI_OPERATION_CHAT: Final = "chat"
+#: LiteLLM's own otel callback writes its call type as the operation of a model call other than a synchronous
+#: ``completion`` (which it writes as ``chat``), unless the latest experimental GenAI conventions are opted in.
+LITELLM_OPERATION_ACOMPLETION: Final = "acompletion"
+LITELLM_OPERATION_ATEXT_COMPLETION: Final = "atext_completion"
 GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
 GEN_AI_FINISH_REASON_LENGTH: Final = "length"
 #: Other spellings of "stopped on length" that instrumentors pass through from providers: Anthropic's and Bedrock's

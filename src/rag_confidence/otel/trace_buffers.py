@@ -72,9 +72,9 @@ class TraceBuffers:
         # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
         # Work that outlives what it belongs to. Per trace (most recent last, at most max_traces of them):
-        # the local roots and (marked or declined) answers that ended (a child of one that ends after it is
-        # never read, and opens no buffer): one span id, or a set of them for a trace with several (an int
-        # spares a set per trace).
+        # the local roots and (marked or declined) answers that ended, and the late work released beneath them (a
+        # child of one that ends after it is never read, and opens no buffer): one span id, or a set of them for
+        # a trace with several (an int spares a set per trace).
         self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
         # The local roots of each trace: (running, started, ended) here. A request is over when one ended and
         # none runs; a trace not listed proves nothing (its root may have started before this processor saw it).
@@ -191,13 +191,16 @@ class TraceBuffers:
         work): nothing reads it (only spans that end before their answer count), so it is not buffered, and
         what its subtree buffered is released; the buffer goes too once it is empty and no local root of the
         trace is running. Deeper spans of such work are buffered as usual (a marked answer in it is still
-        scored with them) until the top span of the work ends. Lock held."""
+        scored with them) until the top span of the work ends; a span starting beneath it after it ended is late
+        work too (LiteLLM's callback ends its ``litellm_request`` span, then opens a child of it), and is released
+        the same way. Lock held."""
         parent = span.parent
         context = span.context
         if parent is None or context is None:
             return False
         if parent.span_id != ended if isinstance(ended, int) else parent.span_id not in ended:
             return False
+        self.anchor_ended(trace_id, context.span_id)
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
             _remove(pending, members)
