@@ -197,15 +197,14 @@ def test_a_genai_retrieval_without_a_data_source_is_named_by_the_target_in_its_s
 
 def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None:
     """Producers name the model's role differently (``assistant``, Gemini's ``model``, ``unknown`` for a streamed
-    LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer."""
-    messages = [
+    LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer. Each model message
+    is one choice (the conventions: "each message represents a single output choice"), so the first is the
+    answer, not all of them joined."""
+    inputs = [
         {"role": "user", "parts": [{"type": "text", "content": "Which [9]?"}]},
         {"role": "System", "content": "Cite as [8]."},
         {"role": "tool", "parts": [{"type": "text", "content": "[7]"}]},
-        {"role": "unknown", "parts": [{"type": "text", "content": "Paris [a]."}]},
-        {"role": "model", "content": "Berlin [b]."},
         {"role": 3, "content": "Rome [6]."},
-        {"parts": [{"type": "text", "content": "Madrid [a]."}], "finish_reason": "stop"},
     ]
     retrieval = SpanRecord(
         1,
@@ -220,17 +219,20 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
         },
         end_time=1,
     )
-    chat = SpanRecord(
-        1,
-        3,
-        1,
-        "chat model",
-        {
-            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
-            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
-        },
-        end_time=2,
-    )
+
+    def chat(messages: list[dict[str, Any]]) -> SpanRecord:
+        return SpanRecord(
+            1,
+            3,
+            1,
+            "chat model",
+            {
+                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+                semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
+            },
+            end_time=2,
+        )
+
     legacy = SpanRecord(
         1,
         4,
@@ -246,11 +248,16 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
     )
     root = SpanRecord(1, 1, None, "rag", {}, end_time=4)
 
-    current = extract_signals([root, retrieval, chat])
-    # Only the model's three messages: [a], [b] and [a] again; [6] is under a role that is no string.
-    assert current.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
-    assert current.inputs["citationCount"] == 2 and current.inputs["invalidCitationCount"] == 0
-    assert current.skipped == 1
+    for answer in (
+        {"role": "unknown", "parts": [{"type": "text", "content": "Paris [a]. Berlin [b]."}]},
+        {"role": "model", "content": "Paris [a]. Berlin [b]."},
+        {"parts": [{"type": "text", "content": "Paris [a]. Berlin [b]."}], "finish_reason": "stop"},
+    ):
+        later = {"role": "assistant", "content": "Madrid [7]."}  # another choice: not the answer
+        current = extract_signals([root, retrieval, chat([*inputs, answer, later])])
+        assert current.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2, answer
+        assert current.inputs["citationCount"] == 2 and current.inputs["invalidCitationCount"] == 0
+        assert current.skipped == 1  # the role that is no string
     legacy_signals = extract_signals([root, retrieval, legacy])
     assert legacy_signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert legacy_signals.inputs["invalidCitationCount"] == 0

@@ -151,17 +151,16 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         and _FIRST_COMPLETION_FINISH_REASON not in attributes
     ):
         return None
-    texts = []
-    finish_reasons = []
+    # One completion per choice (``n`` > 1 gives alternatives): the first of the model's is the answer, as
+    # ``choices[0]`` is in an application.
     for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
         if not is_answer_role(completion.get("role"), reader):
             continue
         content = completion.get("content")
-        if isinstance(content, str):
-            texts.append(content)
         reason = completion.get("finish_reason")
-        if isinstance(reason, str) and reason:
-            finish_reasons.append(reason.lower())
-    return Generation(
-        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
-    )
+        return Generation(
+            span=span,
+            text=content if isinstance(content, str) else None,
+            finish_reasons=(reason.lower(),) if isinstance(reason, str) and reason else (),
+        )
+    return Generation(span=span, text=None)
