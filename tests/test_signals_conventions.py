@@ -263,6 +263,48 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
     assert legacy_signals.inputs["invalidCitationCount"] == 0
 
 
+def test_a_thinking_message_before_the_answer_is_no_choice() -> None:
+    """Some tracers write a model's thinking as a message of its own before the answer's (a ``thinking`` role,
+    as older OpenLLMetry Anthropic completions did). The first choice is the answer: the thinking message is
+    passed over, not taken for it (nor joined to it, as all messages were before: its markers counted)."""
+    retrieval = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieval kb",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps([{"id": "a", "score": 0.8}]),
+        },
+        end_time=1,
+    )
+    root = SpanRecord(1, 1, None, "rag", {}, end_time=4)
+    thinking, answer = "Maybe [7] says so.", "Paris [a]."
+    for attributes in (
+        {
+            "gen_ai.completion.0.role": "thinking",
+            "gen_ai.completion.0.content": thinking,
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.content": answer,
+        },
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM,
+            "llm.output_messages.0.message.role": "thinking",
+            "llm.output_messages.0.message.content": thinking,
+            "llm.output_messages.1.message.role": "assistant",
+            "llm.output_messages.1.message.content": answer,
+        },
+        {
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+                [{"role": "thinking", "content": thinking}, {"role": "assistant", "content": answer}]
+            )
+        },
+    ):
+        signals = extract_signals([root, retrieval, SpanRecord(1, 3, 1, "chat", attributes, end_time=2)])
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1, attributes
+        assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 0
+
+
 def test_a_legacy_completion_with_a_finish_reason_and_no_text_is_read_for_truncation() -> None:
     """opentelemetry-instrumentation-openai ``shared/completion_wrappers.py`` ``_set_completions`` sets
     ``gen_ai.completion.{i}.finish_reason`` and then ``.content`` from the choice's text, which

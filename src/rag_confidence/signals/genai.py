@@ -20,7 +20,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, is_answer_role
+from ._values import (
+    Evaluation,
+    Generation,
+    RawDocument,
+    RawRetrieval,
+    Reader,
+    is_answer_role,
+    is_thinking_role,
+)
 from .records import SpanRecord
 
 
@@ -122,7 +130,7 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         if not isinstance(message, Mapping):
             reader.skip()
             continue
-        if not is_answer_role(message.get("role"), reader):
+        if not is_answer_role(message.get("role"), reader) or is_thinking_role(message.get("role")):
             continue
         texts = []
         parts = message.get("parts")

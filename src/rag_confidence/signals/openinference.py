@@ -31,7 +31,16 @@ from typing import Any
 
 from .. import semconv
 from . import bedrock
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, indexed, unredacted
+from ._values import (
+    Evaluation,
+    Generation,
+    RawDocument,
+    RawRetrieval,
+    Reader,
+    indexed,
+    is_thinking_role,
+    unredacted,
+)
 from .anthropic_citations import read_citations as read_anthropic_citations
 from .grounding import read_supports
 from .hosted import read_citations
@@ -367,6 +376,8 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
         return None, False
     textless = True
     for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
+        if is_thinking_role(message.get(semconv.OI_MESSAGE_ROLE)):
+            continue
         raw = message.get(semconv.OI_MESSAGE_CONTENT)
         content = unredacted(raw)
         if isinstance(content, str):

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from .. import semconv
-from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
+from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role, is_thinking_role
 from .records import SpanRecord
 from .vector_db import attribute_documents, event_documents
 
@@ -154,7 +154,8 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     # One completion per choice (``n`` > 1 gives alternatives): the first of the model's is the answer, as
     # ``choices[0]`` is in an application.
     for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
-        if not is_answer_role(completion.get("role"), reader):
+        role = completion.get("role")
+        if not is_answer_role(role, reader) or is_thinking_role(role):
             continue
         content = completion.get("content")
         reason = completion.get("finish_reason")
