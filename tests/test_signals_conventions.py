@@ -197,15 +197,14 @@ def test_a_genai_retrieval_without_a_data_source_is_named_by_the_target_in_its_s
 
 def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None:
     """Producers name the model's role differently (``assistant``, Gemini's ``model``, ``unknown`` for a streamed
-    LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer."""
-    messages = [
+    LangChain chunk under OpenLLMetry); user, system and tool messages are never the answer. Each model message
+    is one choice (the conventions: "each message represents a single output choice"), so the first is the
+    answer, not all of them joined."""
+    inputs = [
         {"role": "user", "parts": [{"type": "text", "content": "Which [9]?"}]},
         {"role": "System", "content": "Cite as [8]."},
         {"role": "tool", "parts": [{"type": "text", "content": "[7]"}]},
-        {"role": "unknown", "parts": [{"type": "text", "content": "Paris [a]."}]},
-        {"role": "model", "content": "Berlin [b]."},
         {"role": 3, "content": "Rome [6]."},
-        {"parts": [{"type": "text", "content": "Madrid [a]."}], "finish_reason": "stop"},
     ]
     retrieval = SpanRecord(
         1,
@@ -220,17 +219,20 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
         },
         end_time=1,
     )
-    chat = SpanRecord(
-        1,
-        3,
-        1,
-        "chat model",
-        {
-            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
-            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
-        },
-        end_time=2,
-    )
+
+    def chat(messages: list[dict[str, Any]]) -> SpanRecord:
+        return SpanRecord(
+            1,
+            3,
+            1,
+            "chat model",
+            {
+                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+                semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(messages),
+            },
+            end_time=2,
+        )
+
     legacy = SpanRecord(
         1,
         4,
@@ -246,14 +248,61 @@ def test_output_messages_of_any_role_but_the_input_ones_are_the_answer() -> None
     )
     root = SpanRecord(1, 1, None, "rag", {}, end_time=4)
 
-    current = extract_signals([root, retrieval, chat])
-    # Only the model's three messages: [a], [b] and [a] again; [6] is under a role that is no string.
-    assert current.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
-    assert current.inputs["citationCount"] == 2 and current.inputs["invalidCitationCount"] == 0
-    assert current.skipped == 1
+    for answer in (
+        {"role": "unknown", "parts": [{"type": "text", "content": "Paris [a]. Berlin [b]."}]},
+        {"role": "model", "content": "Paris [a]. Berlin [b]."},
+        {"parts": [{"type": "text", "content": "Paris [a]. Berlin [b]."}], "finish_reason": "stop"},
+    ):
+        later = {"role": "assistant", "content": "Madrid [7]."}  # another choice: not the answer
+        current = extract_signals([root, retrieval, chat([*inputs, answer, later])])
+        assert current.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2, answer
+        assert current.inputs["citationCount"] == 2 and current.inputs["invalidCitationCount"] == 0
+        assert current.skipped == 1  # the role that is no string
     legacy_signals = extract_signals([root, retrieval, legacy])
     assert legacy_signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert legacy_signals.inputs["invalidCitationCount"] == 0
+
+
+def test_a_thinking_message_before_the_answer_is_no_choice() -> None:
+    """Some tracers write a model's thinking as a message of its own before the answer's (a ``thinking`` role,
+    as older OpenLLMetry Anthropic completions did). The first choice is the answer: the thinking message is
+    passed over, not taken for it (nor joined to it, as all messages were before: its markers counted)."""
+    retrieval = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieval kb",
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_RETRIEVAL,
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps([{"id": "a", "score": 0.8}]),
+        },
+        end_time=1,
+    )
+    root = SpanRecord(1, 1, None, "rag", {}, end_time=4)
+    thinking, answer = "Maybe [7] says so.", "Paris [a]."
+    for attributes in (
+        {
+            "gen_ai.completion.0.role": "thinking",
+            "gen_ai.completion.0.content": thinking,
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.content": answer,
+        },
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_LLM,
+            "llm.output_messages.0.message.role": "thinking",
+            "llm.output_messages.0.message.content": thinking,
+            "llm.output_messages.1.message.role": "assistant",
+            "llm.output_messages.1.message.content": answer,
+        },
+        {
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+                [{"role": "thinking", "content": thinking}, {"role": "assistant", "content": answer}]
+            )
+        },
+    ):
+        signals = extract_signals([root, retrieval, SpanRecord(1, 3, 1, "chat", attributes, end_time=2)])
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1, attributes
+        assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 0
 
 
 def test_a_legacy_completion_with_a_finish_reason_and_no_text_is_read_for_truncation() -> None:

@@ -270,6 +270,7 @@ OI_OUTPUT_MIME_TYPE: Final = "output.mime_type"
 OI_TOOL_NAME: Final = "tool.name"
 OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_CONTENT: Final = "message.content"
+OI_MESSAGE_ROLE: Final = "message.role"
 #: Legacy Completions API choices (openinference-semantic-conventions ``SpanAttributes.LLM_CHOICES`` and
 #: ``ChoiceAttributes.COMPLETION_TEXT``; openinference-instrumentation-openai
 #: ``_response_attributes_extractor.py`` ``_get_attributes_from_completion``): ``llm.choices.{i}.completion.text``.

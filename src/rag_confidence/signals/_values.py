@@ -331,6 +331,16 @@ def is_answer_role(role: Any, reader: Reader) -> bool:
     return role.lower() not in semconv.GEN_AI_INPUT_ROLES
 
 
+# Roles some tracers give a model's thinking when they write it as a message of its own before the answer's
+# (older OpenLLMetry Anthropic completions, a ``thinking`` message role): the model's, but no choice to answer
+# with, so the first-choice rule passes over them.
+THINKING_ROLES = frozenset({"thinking", "reasoning"})
+
+
+def is_thinking_role(role: Any) -> bool:
+    return isinstance(role, str) and role.lower() in THINKING_ROLES
+
+
 # The records below are described in ``_model.py``. They are plain classes with their own ``__init__``: mypyc
 # compiles that, where a dataclass's generated ``__init__`` stays Python.
 

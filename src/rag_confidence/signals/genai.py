@@ -20,7 +20,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import Evaluation, Generation, RawDocument, RawRetrieval, Reader, is_answer_role
+from ._values import (
+    Evaluation,
+    Generation,
+    RawDocument,
+    RawRetrieval,
+    Reader,
+    is_answer_role,
+    is_thinking_role,
+)
 from .records import SpanRecord
 
 
@@ -109,20 +117,22 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         return _choices_generation(span, choices, finish_reasons, reader)
     if raw_messages is None:
         # Content capture off (the messages are opt-in, the finish reasons recommended): a generation still
-        # happened, and whether it was cut short is known without its text.
+        # happened, and whether it was cut short is known without its text (the first choice's reason).
         return (
-            Generation(span=span, text=None, finish_reasons=tuple(finish_reasons)) if finish_reasons else None
+            Generation(span=span, text=None, finish_reasons=tuple(finish_reasons[:1]))
+            if finish_reasons
+            else None
         )
-    texts = []
+    # Each message is one choice (candidate) of the call, alternatives an application picks one of, as
+    # ``choices[0]``: the first of the model's messages is the answer, its finish reason the answer's (the
+    # span's finish reasons list every choice's, in order).
     for message in _list(raw_messages, reader) or ():
         if not isinstance(message, Mapping):
             reader.skip()
             continue
-        if not is_answer_role(message.get("role"), reader):
+        if not is_answer_role(message.get("role"), reader) or is_thinking_role(message.get("role")):
             continue
-        reason = message.get("finish_reason")
-        if isinstance(reason, str) and reason and reason.lower() not in finish_reasons:
-            finish_reasons.append(reason.lower())
+        texts = []
         parts = message.get("parts")
         if isinstance(parts, Sequence) and not isinstance(parts, str):
             for part in parts:
@@ -134,9 +144,13 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
                     texts.append(part["content"])
         elif isinstance(message.get("content"), str):
             texts.append(message["content"])
-    return Generation(
-        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
-    )
+        reason = message.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            finish_reasons = [reason.lower()]
+        return Generation(
+            span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons[:1])
+        )
+    return Generation(span=span, text=None, finish_reasons=tuple(finish_reasons[:1]))
 
 
 def _choice_bodies(span: SpanRecord, reader: Reader) -> list[Mapping[str, Any]] | None:
@@ -159,11 +173,8 @@ def _choices_generation(
 ) -> Generation | None:
     """One generation from ``gen_ai.choice`` bodies: the model's messages' text (a choice recorded with content
     capture off has none: then a generation without text, still read for truncation; None without either)."""
-    texts = []
+    # One event per choice (``index``): alternatives, the first of which is the answer, as for output messages.
     for choice in choices:
-        reason = choice.get("finish_reason")
-        if isinstance(reason, str) and reason and reason.lower() not in finish_reasons:
-            finish_reasons.append(reason.lower())
         message = choice.get("message")
         if isinstance(message, str):  # a text completion's choice (Semantic Kernel's TextContent)
             content: Any = message
@@ -172,11 +183,14 @@ def _choices_generation(
                 continue
             content = message.get("content")
         else:
-            continue
-        if isinstance(content, str) and content:
-            texts.append(content)
-    if not texts and not finish_reasons:
+            content = None  # a choice recorded with content capture off
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            finish_reasons = [reason.lower()]
+        text = content if isinstance(content, str) and content else None
+        if text is None and not finish_reasons:
+            return None
+        return Generation(span=span, text=text, finish_reasons=tuple(finish_reasons[:1]))
+    if not finish_reasons:
         return None
-    return Generation(
-        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
-    )
+    return Generation(span=span, text=None, finish_reasons=tuple(finish_reasons[:1]))

@@ -39,6 +39,7 @@ from ._values import (
     RawRetrieval,
     Reader,
     indexed,
+    is_thinking_role,
     loads_json,
     unredacted,
 )
@@ -346,10 +347,10 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     reason = attributes.get(semconv.OI_LLM_FINISH_REASON)
     if isinstance(reason, str) and reason:
         finish_reasons.append(reason.lower())
-    text = _output_messages_text(attributes, reader)
-    if text is None:
+    text, textless = _output_messages_text(attributes, reader)
+    if text is None and not textless:
         text = _choice_text(attributes, reader)
-    if text is None:
+    if text is None and not textless:
         if _renders_a_prompt(attributes):
             return None
         text = _output_value_text(attributes, reader, finish_reasons)
@@ -402,19 +403,31 @@ def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:
     return semconv.OI_LLM_PROMPT_TEMPLATE in attributes and semconv.OI_LLM_CALL_KEYS.isdisjoint(attributes)
 
 
-def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> str | None:
+def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tuple[str | None, bool]:
+    """The text of the first output message that has one, and whether the messages hold no text at all (not
+    even hidden): a model call that answered with tool calls only, whose ``output.value`` is no answer text.
+
+    Messages are alternatives, not parts of one answer: the OpenAI instrumentor writes one per choice of a
+    Chat Completions call with ``n`` > 1 (and the Google GenAI one per candidate, LangChain's per generation),
+    and an application answers with the first, as ``choices[0]``. A Responses call's messages are its output
+    items (a ``file_search_call``, a reasoning item, then the message): the first with text is the message.
+    """
     if not _has_prefix(attributes, semconv.OI_LLM_OUTPUT_MESSAGES):
-        return None
-    texts = []
+        return None, False
+    textless = True
     for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
-        content = unredacted(message.get(semconv.OI_MESSAGE_CONTENT))
-        if isinstance(content, str):
-            texts.append(content)
+        if is_thinking_role(message.get(semconv.OI_MESSAGE_ROLE)):
             continue
+        raw = message.get(semconv.OI_MESSAGE_CONTENT)
+        content = unredacted(raw)
+        if isinstance(content, str):
+            return content, False
         parts = _text_parts(message, reader)
         if parts:
-            texts.append(_join_parts(parts))
-    return "\n".join(texts) if texts else None
+            return _join_parts(parts), False
+        if raw is not None or any(key.startswith(_CONTENTS_PREFIX) for key in message):
+            textless = False  # text there but hidden (or not text): the next source may say it
+    return None, textless
 
 
 _FIRST_CHOICE_TEXT = f"{semconv.OI_LLM_CHOICES}.0.{semconv.OI_COMPLETION_TEXT}"

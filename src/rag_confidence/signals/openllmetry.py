@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from .. import semconv
-from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role
+from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role, is_thinking_role
 from .records import SpanRecord
 from .vector_db import attribute_documents, event_documents
 
@@ -151,17 +151,17 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         and _FIRST_COMPLETION_FINISH_REASON not in attributes
     ):
         return None
-    texts = []
-    finish_reasons = []
+    # One completion per choice (``n`` > 1 gives alternatives): the first of the model's is the answer, as
+    # ``choices[0]`` is in an application.
     for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
-        if not is_answer_role(completion.get("role"), reader):
+        role = completion.get("role")
+        if not is_answer_role(role, reader) or is_thinking_role(role):
             continue
         content = completion.get("content")
-        if isinstance(content, str):
-            texts.append(content)
         reason = completion.get("finish_reason")
-        if isinstance(reason, str) and reason:
-            finish_reasons.append(reason.lower())
-    return Generation(
-        span=span, text="\n".join(texts) if texts else None, finish_reasons=tuple(finish_reasons)
-    )
+        return Generation(
+            span=span,
+            text=content if isinstance(content, str) else None,
+            finish_reasons=(reason.lower(),) if isinstance(reason, str) and reason else (),
+        )
+    return Generation(span=span, text=None)
