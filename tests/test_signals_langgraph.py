@@ -725,6 +725,24 @@ def test_the_graph_output_names_the_answer_in_each_state_shape(
     assert shortcut.inputs["citationCount"] == 1
 
 
+def test_a_short_verdict_found_elsewhere_in_the_state_is_not_taken_for_the_answer() -> None:
+    """A grader answering a plain ``yes`` after the answer, in a conversation where the user once said ``yes``:
+    the verdict is a string of the final state, but not its last AI message, which is the answer."""
+    state = {
+        "messages": [
+            {"type": "human", "data": {"content": "Is Paris in France?"}},
+            {"type": "ai", "data": {"content": "It is. Want to know more?"}},
+            {"type": "human", "data": {"content": "yes"}},
+            {"type": "ai", "data": {"content": "Paris [doc-1]."}},
+        ]
+    }
+    spans = _graph_trace(json.dumps(state))
+    spans[2] = SpanRecord(1, 4, 1, "grader", _llm("yes"), end_time=30)
+    signals = extract_signals(spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    assert signals.inputs["citationCount"] == 1
+
+
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     cut = json.dumps(state)[:30]  # a value length limit

@@ -39,6 +39,9 @@ _OL_NODE = semconv.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + _NODE
 # ``dumpd`` (OpenLLMetry) the class path in ``id``.
 _AI_TYPES = frozenset({"ai", "AIMessageChunk"})
 _AI_CLASSES = frozenset({"AIMessage", "AIMessageChunk"})
+# A text this long found in the graph's output is taken for its answer unparsed; a shorter one (a verdict, a
+# word) may be any other string of the state, a user's turn included.
+_DISTINCT_CHARS = 64
 # The self-RAG tutorials keep the answer in a ``generation`` field of their own state.
 _STATE_ANSWER_KEYS = ("generation",)
 
@@ -62,8 +65,9 @@ def graph_answer(
         return generations
     last = _last_text(generations)
     # The common case, an answer with no call after it: the last text is a string of the graph's output, which
-    # a search tells without parsing a state that may hold a whole conversation (200 KB take about 3 ms).
-    if last is not None and _quoted_in(last, output):
+    # a search tells without parsing a state that may hold a whole conversation (200 KB take about 3 ms). Not
+    # for a short text: a grader's ``yes`` is found in a state where the user once said ``yes``.
+    if last is not None and len(last) >= _DISTINCT_CHARS and _quoted_in(last, output):
         return generations
     text = _answer_text(output, options, reader)
     if text is None:
