@@ -394,6 +394,12 @@ def test_without_sensitive_data_the_run_is_scored_blind(retriever_tool: Traced) 
             True,
         ),  # text in JSON
         ("search_docs", "  ", False),
+        # 4 KB and more is no "found nothing", not parsed (parsed, numbers and the echoed query would be)
+        (
+            "search_docs",
+            json.dumps({"documents": [], "query": "leave", "ms": {f"s{n}": n for n in range(400)}}),
+            True,
+        ),
         ("search_docs", semconv.OI_REDACTED_VALUE, False),  # hidden: read as absent, as everywhere
         (None, json.dumps([{"id_": "node-1", "text": "..."}]), False),  # no tool: LlamaIndex's ``_retrieve``
     ],
@@ -427,6 +433,42 @@ def test_which_retriever_tools_without_documents_are_unreadable(
     assert (semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS in signals.diagnostics) is unreadable
     # Judged against no document, the marker is invalid; unreadable, it is left unjudged.
     assert signals.inputs.get("invalidCitationCount") == (None if unreadable else 1)
+
+
+def test_a_long_retriever_tool_output_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway reads sender-shaped spans: a megabyte of JSON in the ``output.value`` of each of many retriever
+    tool spans cost one parse apiece (about 90 ms each here) only to tell "found nothing" from results."""
+    from rag_confidence.signals import SpanRecord
+    from rag_confidence.signals import openinference as openinference_signals
+
+    parsed: list[int] = []
+    real = openinference_signals.loads_json
+
+    def counting(text: str) -> Any:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(openinference_signals, "loads_json", counting)
+    payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
+    tools = [
+        SpanRecord(
+            1,
+            10 + n,
+            1,
+            "search_docs",
+            {
+                semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+                "tool.name": "search_docs",
+                semconv.OI_OUTPUT_VALUE: payload,
+            },
+            end_time=n,
+        )
+        for n in range(20)
+    ]
+    root = SpanRecord(1, 1, None, "run", {semconv.RAG_ANSWER: True}, end_time=100)
+    signals = extract_signals([*tools, root])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 20
+    assert not [size for size in parsed if size >= len(payload)]
 
 
 # -- hosted tools -------------------------------------------------------------------------------------------------
