@@ -743,6 +743,23 @@ def test_a_short_verdict_found_elsewhere_in_the_state_is_not_taken_for_the_answe
     assert signals.inputs["citationCount"] == 1
 
 
+@pytest.mark.parametrize("fence", ["", "```json\n"], ids=["json", "fenced"])
+def test_a_structured_answer_after_a_draft_of_the_same_text_stays_the_answer(fence: str) -> None:
+    """A node drafts the answer, the next one restates it as JSON with what it says of it; the graph keeps the
+    fields in its state. The JSON call wrote the graph's ``answer`` (its ``support_level`` is stated), not the
+    draft that ended before it."""
+    structured = {"answer": "Paris [doc-1].", "support_level": "high"}
+    spans = _graph_trace(json.dumps({"question": "Q", **structured}))
+    spans[1] = SpanRecord(1, 3, 1, "draft", _llm("Paris [doc-1]."), end_time=20)
+    spans[2] = SpanRecord(
+        1, 4, 1, "structure", _llm(fence + json.dumps(structured) + ("\n```" if fence else "")), end_time=30
+    )
+    signals = extract_signals(spans)
+    assert signals.inputs["supportLevel"] == "high"
+    assert signals.sources["supportLevel"] == "structured answer"
+    assert signals.inputs["citationCount"] == 1
+
+
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     cut = json.dumps(state)[:30]  # a value length limit

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import MAX_JSON_CHARS, Generation, Reader, loads_json, unredacted
+from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, loads_json, unredacted
+from .generation import _json_fields
 from .options import SignalOptions
 from .records import SpanRecord
 
@@ -80,12 +81,22 @@ def graph_answer(
             continue
         if generation.span.span_id in ended_after:  # the application's own call after the graph: its text
             return generations
-        if generation.text == text:
+        if generation.text == text or _states(generation.text, text, options):
             chosen = index
             break
     if chosen < 0:
         return generations
     return generations[: chosen + 1]
+
+
+def _states(generation_text: str, text: str, options: SignalOptions) -> bool:
+    """Whether a generation is a structured answer (JSON) whose answer field is ``text``: a call that wrote the
+    answer with what it says of it (``support_level``, ``citations``), which the graph kept as fields of its
+    state, after a draft of the same text."""
+    if generation_text.lstrip(" \t\r\n`json")[:1] != "{":  # not even a fenced object: no parse
+        return False
+    fields = _json_fields(generation_text)
+    return fields is not None and first_key(fields, options.answer_keys.get("answer", ())) == text
 
 
 def _ended_after(graph: SpanRecord, spans: Sequence[SpanRecord]) -> set[int]:
