@@ -760,6 +760,28 @@ def test_a_structured_answer_after_a_draft_of_the_same_text_stays_the_answer(fen
     assert signals.inputs["citationCount"] == 1
 
 
+def test_long_json_generations_are_not_parsed_in_search_of_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway reads sender-shaped spans: thousands of model calls writing a megabyte of JSON each, and a
+    graph output naming none of them, cost one parse each (about 50 ms apiece) before the answer rule skipped
+    what cannot be a structured answer quoting the graph's answer."""
+    parsed: list[int] = []
+    real = langgraph_signals._json_fields
+
+    def counting(text: str) -> Any:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(langgraph_signals, "_json_fields", counting)
+    payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
+    state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
+    spans = _graph_trace(json.dumps(state))
+    calls = [SpanRecord(1, 100 + n, 1, "call", _llm(payload), end_time=21 + n / 100) for n in range(20)]
+    extract_signals([*spans[:2], *calls, *spans[2:]])
+    assert parsed == []
+
+
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     cut = json.dumps(state)[:30]  # a value length limit

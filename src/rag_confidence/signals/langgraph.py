@@ -43,6 +43,8 @@ _AI_CLASSES = frozenset({"AIMessage", "AIMessageChunk"})
 # A text this long found in the graph's output is taken for its answer unparsed; a shorter one (a verdict, a
 # word) may be any other string of the state, a user's turn included.
 _DISTINCT_CHARS = 64
+# A structured answer longer than this is not looked into for the graph's answer.
+_STRUCTURED_MAX_CHARS = 65_536
 # The self-RAG tutorials keep the answer in a ``generation`` field of their own state.
 _STATE_ANSWER_KEYS = ("generation",)
 
@@ -93,7 +95,13 @@ def _states(generation_text: str, text: str, options: SignalOptions) -> bool:
     """Whether a generation is a structured answer (JSON) whose answer field is ``text``: a call that wrote the
     answer with what it says of it (``support_level``, ``citations``), which the graph kept as fields of its
     state, after a draft of the same text."""
-    if generation_text.lstrip(" \t\r\n`json")[:1] != "{":  # not even a fenced object: no parse
+    # Parsed only when it may be one: an object (fenced or not), of a structured answer's size, quoting the text
+    # (a sender's thousands of megabyte JSON texts would cost a parse each).
+    if (
+        len(generation_text) > _STRUCTURED_MAX_CHARS
+        or generation_text.lstrip(" \t\r\n`json")[:1] != "{"
+        or not _quoted_in(text, (generation_text, False))
+    ):
         return False
     fields = _json_fields(generation_text)
     return fields is not None and first_key(fields, options.answer_keys.get("answer", ())) == text
