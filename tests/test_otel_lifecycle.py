@@ -470,3 +470,25 @@ def test_work_beneath_late_work_that_ended_first_leaves_no_buffer_behind(backgro
     # them evicted the live query.
     _assert_live_query_survives(provider, processor, exporter, live)
     assert len(exporter.get_finished_spans()) == 2 + 100 * 3  # every span forwarded once
+
+
+@BOTH_MODES
+def test_hundreds_of_late_calls_in_one_request_leave_no_buffer_behind(background: bool) -> None:
+    # One request (a batch endpoint) whose LiteLLM callback logs 300 calls after it ended, each a
+    # ``litellm_request`` span and a ``raw_gen_ai_request`` child opened beneath it once it ended. Before, each
+    # late span took one of the trace's 256 anchor slots: from the 256th call on, the raw spans opened a buffer
+    # kept until the TTL.
+    provider, exporter, processor = _setup(max_pending_traces=50, background_scoring=background)
+    tracer = provider.get_tracer("test")
+    live = _live_query(tracer)
+    request = tracer.start_span("POST /batch")
+    request.end()
+    if background:
+        provider.force_flush()
+    for _ in range(300):
+        logged = tracer.start_span("litellm_request", context=trace.set_span_in_context(request))
+        logged.end()
+        raw = tracer.start_span("raw_gen_ai_request", context=trace.set_span_in_context(logged))
+        raw.end()
+    _assert_live_query_survives(provider, processor, exporter, live)
+    assert len(exporter.get_finished_spans()) == 2 + 1 + 300 * 2  # every span forwarded once

@@ -470,6 +470,56 @@ def test_a_cited_document_nobody_retrieved_is_no_invalid_citation_and_leaves_the
     assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
 
 
+def test_citations_of_documents_nobody_retrieved_still_give_coverage_without_a_retrieval_span(
+    claude: FakeAnthropic, openinference: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """The application hands Claude documents of its own (no retriever, so no retrieval span) and marks the
+    request span as its answer. Claude's citations name sources its request held: never invalid, and the text
+    they back is covered, whatever was (not) retrieved; with no retrieved document to match them against, no
+    ``citationCount``. (An answer with no retrieval span derives no input from ``[n]`` markers, which it could
+    only judge against nothing; a response's own citations are not judged against the retrieval.)"""
+    exporter, provider = openinference
+    claude.message = document_message(cite_style_guide=False)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask") as request:
+        request.set_attribute(semconv.RAG_ANSWER, True)
+        claude.client().messages.create(
+            model=MODEL,
+            max_tokens=512,
+            messages=[{"role": "user", "content": [*documents(), {"type": "text", "text": QUESTION}]}],
+        )
+
+    spans = records(exporter)
+    assert not any(is_retrieval_span(span) for span in spans)
+    (group,) = find_answers(spans)
+    signals = extract_signals(group.spans)
+    expected = {
+        "candidates": [],
+        "invalidCitationCount": 0,
+        # "According to the sources, Paris ... France." and "The Loire ..." cited; "Ask me more." not.
+        "citationCoverageScore": 2 / 3,
+        "supportLevel": "medium",
+    }
+    assert signals.inputs == expected
+    # Two document citations, neither matching a retrieved document (there is none).
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 2
+    (answer_span,) = scored(exporter)
+    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
+def test_markers_beside_a_responses_citations_without_a_retrieval_span_derive_nothing() -> None:
+    """A ``[1]`` in the text of the same answer can only be judged against a retrieval: with none, nothing is
+    derived (every marker would be invalid), citations or not."""
+    output = json.loads(document_message(cite_style_guide=False).model_dump_json())
+    output["content"][-1]["text"] = " Ask me more [1]."
+    signals = extract_signals(
+        [SpanRecord(1, 1, None, "POST /ask", {"rag.answer": True}, end_time=10), _span(output)]
+    )
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
+    assert {"citationCount", "invalidCitationCount", "citationCoverageScore"}.isdisjoint(signals.inputs)
+
+
 # -- streamed answers -------------------------------------------------------------------------------------------
 
 STREAMS = ["messages.stream", "create(stream=True)"]

@@ -725,6 +725,63 @@ def test_the_graph_output_names_the_answer_in_each_state_shape(
     assert shortcut.inputs["citationCount"] == 1
 
 
+def test_a_short_verdict_found_elsewhere_in_the_state_is_not_taken_for_the_answer() -> None:
+    """A grader answering a plain ``yes`` after the answer, in a conversation where the user once said ``yes``:
+    the verdict is a string of the final state, but not its last AI message, which is the answer."""
+    state = {
+        "messages": [
+            {"type": "human", "data": {"content": "Is Paris in France?"}},
+            {"type": "ai", "data": {"content": "It is. Want to know more?"}},
+            {"type": "human", "data": {"content": "yes"}},
+            {"type": "ai", "data": {"content": "Paris [doc-1]."}},
+        ]
+    }
+    spans = _graph_trace(json.dumps(state))
+    spans[2] = SpanRecord(1, 4, 1, "grader", _llm("yes"), end_time=30)
+    signals = extract_signals(spans)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    assert signals.inputs["citationCount"] == 1
+
+
+@pytest.mark.parametrize("fence", ["", "```json\n"], ids=["json", "fenced"])
+def test_a_structured_answer_after_a_draft_of_the_same_text_stays_the_answer(fence: str) -> None:
+    """A node drafts the answer, the next one restates it as JSON with what it says of it; the graph keeps the
+    fields in its state. The JSON call wrote the graph's ``answer`` (its ``support_level`` is stated), not the
+    draft that ended before it."""
+    structured = {"answer": "Paris [doc-1].", "support_level": "high"}
+    spans = _graph_trace(json.dumps({"question": "Q", **structured}))
+    spans[1] = SpanRecord(1, 3, 1, "draft", _llm("Paris [doc-1]."), end_time=20)
+    spans[2] = SpanRecord(
+        1, 4, 1, "structure", _llm(fence + json.dumps(structured) + ("\n```" if fence else "")), end_time=30
+    )
+    signals = extract_signals(spans)
+    assert signals.inputs["supportLevel"] == "high"
+    assert signals.sources["supportLevel"] == "structured answer"
+    assert signals.inputs["citationCount"] == 1
+
+
+def test_long_json_generations_are_not_parsed_in_search_of_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway reads sender-shaped spans: thousands of model calls writing a megabyte of JSON each, and a
+    graph output naming none of them, cost one parse each (about 50 ms apiece) before the answer rule skipped
+    what cannot be a structured answer quoting the graph's answer."""
+    parsed: list[int] = []
+    real = langgraph_signals._json_fields
+
+    def counting(text: str) -> Any:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(langgraph_signals, "_json_fields", counting)
+    payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
+    state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
+    spans = _graph_trace(json.dumps(state))
+    calls = [SpanRecord(1, 100 + n, 1, "call", _llm(payload), end_time=21 + n / 100) for n in range(20)]
+    extract_signals([*spans[:2], *calls, *spans[2:]])
+    assert parsed == []
+
+
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     cut = json.dumps(state)[:30]  # a value length limit

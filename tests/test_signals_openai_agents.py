@@ -331,6 +331,40 @@ def test_a_retriever_tool_returning_text_leaves_its_citations_unjudged(retriever
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
 
 
+@function_tool(name_override="search_docs")
+def search_docs_as_dict(query: str) -> dict[str, Any]:
+    """Search the HR knowledge base (the formatted results under a key, with the query echoed)."""
+    return {"query": query, "results": _formatted()}
+
+
+def _formatted() -> str:
+    return "\n".join(
+        f"[{position}] {doc_id}: {text}" for position, (doc_id, _, text) in enumerate(DOCUMENTS, start=1)
+    )
+
+
+def test_a_retriever_tool_returning_text_in_an_object_leaves_its_citations_unjudged(
+    retriever_tool: Traced,
+) -> None:
+    """A tool returning a dict is written as its JSON (the Agents tracer lists documents only for a list of
+    objects): the formatted results under ``results`` are as unreadable as the bare text, so ``[1]``, ``[2]`` are
+    not counted invalid. The query it echoes is the tool's own input, no result."""
+    exporter, _ = retriever_tool
+    run(rag_agent(FakeModelServer(tool_round_trip()), search_docs_as_dict))
+
+    (tool,) = _by_name(exporter.get_finished_spans())["search_docs"]
+    attributes = dict(tool.attributes or {})
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
+    assert json.loads(attributes[semconv.OI_OUTPUT_VALUE])["results"].startswith("[1] kb-leave: ")
+    assert not any(key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS) for key in attributes)
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+
+
 def test_without_sensitive_data_the_run_is_scored_blind(retriever_tool: Traced) -> None:
     """``RunConfig(trace_include_sensitive_data=False)`` (or ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false``)
     keeps every input and output off the spans: the retriever span is still one, so the root is the answer, but
@@ -353,8 +387,19 @@ def test_without_sensitive_data_the_run_is_scored_blind(retriever_tool: Traced) 
         ("search_docs", json.dumps("[1] kb-leave: Employees get 25 days."), True),  # a JSON string of text
         ("search_docs", json.dumps({"results": [{"doc": "kb-leave"}]}), True),  # objects of another shape
         ("search_docs", "[]", False),  # found nothing
-        ("search_docs", json.dumps({"documents": [], "query": "leave"}), False),
+        ("search_docs", json.dumps({"documents": [], "query": "leave"}), False),  # the query it was given
+        (
+            "search_docs",
+            json.dumps({"results": "[1] kb-leave: Employees get 25 days."}),
+            True,
+        ),  # text in JSON
         ("search_docs", "  ", False),
+        # 4 KB and more is no "found nothing", not parsed (parsed, numbers and the echoed query would be)
+        (
+            "search_docs",
+            json.dumps({"documents": [], "query": "leave", "ms": {f"s{n}": n for n in range(400)}}),
+            True,
+        ),
         ("search_docs", semconv.OI_REDACTED_VALUE, False),  # hidden: read as absent, as everywhere
         (None, json.dumps([{"id_": "node-1", "text": "..."}]), False),  # no tool: LlamaIndex's ``_retrieve``
     ],
@@ -367,6 +412,9 @@ def test_which_retriever_tools_without_documents_are_unreadable(
 
     attributes: dict[str, Any] = {
         semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+        semconv.OI_INPUT_VALUE: json.dumps(
+            {"query": "leave"}
+        ),  # the tool's arguments, as the tracer writes them
         semconv.OI_OUTPUT_VALUE: output,
     }
     if tool_name is not None:
@@ -385,6 +433,42 @@ def test_which_retriever_tools_without_documents_are_unreadable(
     assert (semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS in signals.diagnostics) is unreadable
     # Judged against no document, the marker is invalid; unreadable, it is left unjudged.
     assert signals.inputs.get("invalidCitationCount") == (None if unreadable else 1)
+
+
+def test_a_long_retriever_tool_output_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway reads sender-shaped spans: a megabyte of JSON in the ``output.value`` of each of many retriever
+    tool spans cost one parse apiece (about 90 ms each here) only to tell "found nothing" from results."""
+    from rag_confidence.signals import SpanRecord
+    from rag_confidence.signals import openinference as openinference_signals
+
+    parsed: list[int] = []
+    real = openinference_signals.loads_json
+
+    def counting(text: str) -> Any:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(openinference_signals, "loads_json", counting)
+    payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
+    tools = [
+        SpanRecord(
+            1,
+            10 + n,
+            1,
+            "search_docs",
+            {
+                semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+                "tool.name": "search_docs",
+                semconv.OI_OUTPUT_VALUE: payload,
+            },
+            end_time=n,
+        )
+        for n in range(20)
+    ]
+    root = SpanRecord(1, 1, None, "run", {semconv.RAG_ANSWER: True}, end_time=100)
+    signals = extract_signals([*tools, root])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 20
+    assert not [size for size in parsed if size >= len(payload)]
 
 
 # -- hosted tools -------------------------------------------------------------------------------------------------

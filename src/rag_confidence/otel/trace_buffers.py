@@ -29,6 +29,8 @@ __all__ = ["TraceBuffers"]
 # Ended local roots and marked answers remembered per trace (for work that outlives them): a bound for traces
 # with very many answers.
 _MAX_ANCHORS_PER_TRACE = 256
+# Late work remembered (for work starting beneath it after it ended), per buffered trace allowed.
+_MAX_LATE_FACTOR = 4
 # Traces with evaluations held before any of their spans was buffered (see TraceBuffers._early).
 _MAX_EARLY_TRACES = 1024
 
@@ -72,10 +74,14 @@ class TraceBuffers:
         # A trace's entry moves into its buffer when one opens. Oldest first; bounded and aged like buffers.
         self._early: OrderedDict[int, tuple[float, list[tuple[int, EventRecord]]]] = OrderedDict()
         # Work that outlives what it belongs to. Per trace (most recent last, at most max_traces of them):
-        # the local roots and (marked or declined) answers that ended, and the late work released beneath them (a
-        # child of one that ends after it is never read, and opens no buffer): one span id, or a set of them for
-        # a trace with several (an int spares a set per trace).
+        # the local roots and (marked or declined) answers that ended (a child of one that ends after it is never
+        # read, and opens no buffer): one span id, or a set of them for a trace with several (an int spares a set
+        # per trace).
         self._ended: OrderedDict[int, int | set[int]] = OrderedDict()
+        # The late work released beneath them, (trace id, span id), oldest first: what starts beneath it after it
+        # ended is late too. Apart from the anchors, whose per-trace bound they would fill (a request logging
+        # hundreds of calls after it ended), and needed only until their own late children come.
+        self._late: OrderedDict[tuple[int, int], None] = OrderedDict()
         # The local roots of each trace: (running, started, ended) here. A request is over when one ended and
         # none runs; a trace not listed proves nothing (its root may have started before this processor saw it).
         # Changed under _roots_lock, not self.lock, which the scoring worker holds for long: a span starting on
@@ -97,6 +103,7 @@ class TraceBuffers:
         self._pending.clear()
         self._early.clear()
         self._ended.clear()
+        self._late.clear()
         self._roots.clear()
 
     def clear(self) -> None:
@@ -198,9 +205,15 @@ class TraceBuffers:
         context = span.context
         if parent is None or context is None:
             return False
-        if parent.span_id != ended if isinstance(ended, int) else parent.span_id not in ended:
+        if (parent.span_id != ended if isinstance(ended, int) else parent.span_id not in ended) and (
+            trace_id,
+            parent.span_id,
+        ) not in self._late:
             return False
-        self.anchor_ended(trace_id, context.span_id)
+        late = self._late
+        late[(trace_id, context.span_id)] = None
+        if len(late) > _MAX_LATE_FACTOR * self._max_pending_traces:
+            late.popitem(last=False)
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
             _remove(pending, members)

@@ -146,8 +146,10 @@ def extract_signals(
         # matching none of those read may be valid, so no citation input is derived rather than a wrong one. So
         # with no retrieval span at all (a marked answer whose documents reached the model through a step no
         # tracer reports as a retrieval, such as an agent's function tool): judged against nothing, every marker
-        # would be invalid.
-        if summary.markers and searched and not reader.unreadable_retrievals:
+        # would be invalid. A response's own citations (Anthropic's) are judged against no retrieval: they name
+        # sources its request held, never invalid, and the text they back is covered whatever was retrieved.
+        judged = searched or summary.markers == len(answer.sources)
+        if summary.markers and judged and not reader.unreadable_retrievals:
             for name, value in (
                 ("citationCount", summary.cited),
                 ("invalidCitationCount", summary.invalid),

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import semconv
-from ._values import MAX_JSON_CHARS, Generation, Reader, loads_json, unredacted
+from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, loads_json, unredacted
+from .generation import _json_fields
 from .options import SignalOptions
 from .records import SpanRecord
 
@@ -39,6 +40,11 @@ _OL_NODE = semconv.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + _NODE
 # ``dumpd`` (OpenLLMetry) the class path in ``id``.
 _AI_TYPES = frozenset({"ai", "AIMessageChunk"})
 _AI_CLASSES = frozenset({"AIMessage", "AIMessageChunk"})
+# A text this long found in the graph's output is taken for its answer unparsed; a shorter one (a verdict, a
+# word) may be any other string of the state, a user's turn included.
+_DISTINCT_CHARS = 64
+# A structured answer longer than this is not looked into for the graph's answer.
+_STRUCTURED_MAX_CHARS = 65_536
 # The self-RAG tutorials keep the answer in a ``generation`` field of their own state.
 _STATE_ANSWER_KEYS = ("generation",)
 
@@ -62,8 +68,9 @@ def graph_answer(
         return generations
     last = _last_text(generations)
     # The common case, an answer with no call after it: the last text is a string of the graph's output, which
-    # a search tells without parsing a state that may hold a whole conversation (200 KB take about 3 ms).
-    if last is not None and _quoted_in(last, output):
+    # a search tells without parsing a state that may hold a whole conversation (200 KB take about 3 ms). Not
+    # for a short text: a grader's ``yes`` is found in a state where the user once said ``yes``.
+    if last is not None and len(last) >= _DISTINCT_CHARS and _quoted_in(last, output):
         return generations
     text = _answer_text(output, options, reader)
     if text is None:
@@ -76,12 +83,28 @@ def graph_answer(
             continue
         if generation.span.span_id in ended_after:  # the application's own call after the graph: its text
             return generations
-        if generation.text == text:
+        if generation.text == text or _states(generation.text, text, options):
             chosen = index
             break
     if chosen < 0:
         return generations
     return generations[: chosen + 1]
+
+
+def _states(generation_text: str, text: str, options: SignalOptions) -> bool:
+    """Whether a generation is a structured answer (JSON) whose answer field is ``text``: a call that wrote the
+    answer with what it says of it (``support_level``, ``citations``), which the graph kept as fields of its
+    state, after a draft of the same text."""
+    # Parsed only when it may be one: an object (fenced or not), of a structured answer's size, quoting the text
+    # (a sender's thousands of megabyte JSON texts would cost a parse each).
+    if (
+        len(generation_text) > _STRUCTURED_MAX_CHARS
+        or generation_text.lstrip(" \t\r\n`json")[:1] != "{"
+        or not _quoted_in(text, (generation_text, False))
+    ):
+        return False
+    fields = _json_fields(generation_text)
+    return fields is not None and first_key(fields, options.answer_keys.get("answer", ())) == text
 
 
 def _ended_after(graph: SpanRecord, spans: Sequence[SpanRecord]) -> set[int]:

@@ -32,7 +32,6 @@ from typing import Any
 from .. import semconv
 from . import bedrock
 from ._values import (
-    MAX_JSON_CHARS,
     Evaluation,
     Generation,
     RawDocument,
@@ -96,9 +95,14 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     return []
 
 
+# Longer than this, a retriever tool's output is no "found nothing" (``{"documents": [], "query": ...}``), and is
+# not parsed to tell: a sender's megabyte of JSON on each of many such spans cost a parse each (90 ms apiece).
+_NOTHING_FOUND_CHARS = 4096
+
+
 def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
     """True for a tool declared a retriever that listed no document but returned something: text, or JSON
-    holding a list.
+    holding a list or a text it was not given.
 
     The OpenAI Agents tracer records a function tool named in its ``tool_span_kinds`` as a ``RETRIEVER`` (keeping
     ``tool.name``), and writes ``retrieval.documents`` only when the function returns a list of objects; one
@@ -112,7 +116,7 @@ def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
     output = unredacted(attributes.get(semconv.OI_OUTPUT_VALUE))
     if type(output) is not str or not output.strip():
         return False
-    if len(output) > MAX_JSON_CHARS:
+    if len(output) > _NOTHING_FOUND_CHARS:
         return True
     try:
         parsed = loads_json(output)
@@ -120,7 +124,10 @@ def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
         return True  # text
     if isinstance(parsed, str):
         return bool(parsed.strip())
-    # Iterative: the depth is whatever the producer nested.
+    # Iterative: the depth is whatever the producer nested. A text field is a result too (a tool returning
+    # ``{"results": "[1] kb-leave: ..."}``), unless the tool was given it (``{"documents": [], "query": ...}``
+    # echoes the query it found nothing for).
+    given: set[str] | None = None
     pending: list[Any] = [parsed]
     while pending:
         value = pending.pop()
@@ -129,7 +136,34 @@ def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
                 return True
         elif isinstance(value, dict):
             pending.extend(value.values())
+        elif isinstance(value, str) and value.strip():
+            if given is None:
+                given = _input_strings(attributes)
+            if value not in given:
+                return True
     return False
+
+
+def _input_strings(attributes: Mapping[str, Any]) -> set[str]:
+    """The string values of a tool's arguments (``input.value``, a JSON object)."""
+    text = attributes.get(semconv.OI_INPUT_VALUE)
+    if type(text) is not str or len(text) > _NOTHING_FOUND_CHARS:
+        return set()
+    try:
+        parsed = loads_json(text)
+    except (ValueError, RecursionError):
+        return {text}
+    found: set[str] = set()
+    pending: list[Any] = [parsed]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
 
 
 # Documents are read by probing ``<prefix>.{i}.document.<field>`` from 0 up; the first index with none of the
