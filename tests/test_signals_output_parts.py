@@ -26,7 +26,6 @@ written from the documents and the answer text, never from the code under test.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,7 +69,9 @@ def expected_inputs() -> dict[str, Any]:
 
 
 def retrieve(tracer: trace.Tracer) -> None:
-    with tracer.start_as_current_span("retrieve", attributes={"openinference.span.kind": "RETRIEVER"}) as span:
+    with tracer.start_as_current_span(
+        "retrieve", attributes={"openinference.span.kind": "RETRIEVER"}
+    ) as span:
         span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, "app")
         for index, (doc_id, score, text) in enumerate(DOCUMENTS):
             span.set_attribute(f"retrieval.documents.{index}.document.id", doc_id)

@@ -174,5 +174,7 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     return Generation(
         span=span,
         text=None,
-        finish_reasons=(thinking_reason.lower(),) if isinstance(thinking_reason, str) and thinking_reason else (),
+        finish_reasons=(thinking_reason.lower(),)
+        if isinstance(thinking_reason, str) and thinking_reason
+        else (),
     )
