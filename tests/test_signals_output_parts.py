@@ -180,3 +180,47 @@ def test_legacy_openllmetry_anthropic_thinking_keeps_the_reply_finish_reason() -
     signals = extract_signals([root, retrieval, chat])
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "max_tokens"
+
+
+def test_gemini_candidates_asked_for_are_still_alternatives() -> None:
+    """The guard on the rule above: with ``candidate_count=2`` the OpenInference Google GenAI tracer writes one
+    output message per candidate and records ``{"candidate_count": 2}`` as the invocation parameters; the
+    application's ``response.text`` is the first candidate's, and so is the answer read. The Gemini API is the
+    loopback fake of tests/test_signals_gemini_grounding.py."""
+    pytest.importorskip("google.genai")
+    from google.genai import types
+    from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor
+
+    from tests.test_signals_gemini_grounding import MODEL, FakeGemini
+
+    def candidate(index: int, text: str) -> types.Candidate:
+        return types.Candidate(
+            index=index,
+            content=types.Content(role="model", parts=[types.Part(text=text)]),
+            finish_reason=types.FinishReason.STOP,
+        )
+
+    fake = FakeGemini()
+    fake.response = types.GenerateContentResponse(
+        candidates=[candidate(0, FIRST + SECOND), candidate(1, "Berlin, I think [7].")],
+        model_version=MODEL,
+        response_id="resp-1",
+    )
+    tracing = traced(GoogleGenAIInstrumentor(), SimpleSpanProcessor)
+    exporter, provider = next(tracing)
+    try:
+        tracer = provider.get_tracer("app")
+        with tracer.start_as_current_span("POST /ask"):
+            retrieve(tracer)
+            client = fake.client()
+            response = client.models.generate_content(
+                model=MODEL, contents=QUESTION, config=types.GenerateContentConfig(candidate_count=2)
+            )
+        assert response.text == FIRST + SECOND
+        (group,) = find_answers(records(exporter))
+        signals = extract_signals(group.spans)
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+        assert signals.inputs == expected_inputs()
+    finally:
+        fake.service.close()
+        tracing.close()
