@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -438,30 +439,50 @@ def _renders_a_prompt(attributes: Mapping[str, Any]) -> bool:
 
 
 def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tuple[str | None, bool]:
-    """The text of the first output message that has one, and whether the messages hold no text at all (not
-    even hidden): a model call that answered with tool calls only, whose ``output.value`` is no answer text.
+    """The answer text of the output messages, and whether they hold no text at all (not even hidden): a model
+    call that answered with tool calls only, whose ``output.value`` is no answer text.
 
-    Messages are alternatives, not parts of one answer: the OpenAI instrumentor writes one per choice of a
-    Chat Completions call with ``n`` > 1 (and the Google GenAI one per candidate, LangChain's per generation),
-    and an application answers with the first, as ``choices[0]``. A Responses call's messages are its output
-    items (a ``file_search_call``, a reasoning item, then the message): the first with text is the message.
+    Messages are alternatives only when the call asked for several: the OpenAI instrumentor writes one per
+    choice of a Chat Completions call with ``n`` > 1 (the Google GenAI one per candidate, LangChain's per
+    generation), and an application answers with the first, as ``choices[0]``. Otherwise they are parts of one
+    answer: a Responses call's messages are its output items (a ``file_search_call``, a reasoning item, one
+    ``message`` or several), and the answer an application shows, ``output_text``, is every message item's
+    text in order. A thinking message is never the answer.
     """
     if not _has_prefix(attributes, semconv.OI_LLM_OUTPUT_MESSAGES):
         return None, False
     textless = True
+    texts: list[str] = []
     for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
         if is_thinking_role(message.get(semconv.OI_MESSAGE_ROLE)):
             continue
         raw = message.get(semconv.OI_MESSAGE_CONTENT)
         content = unredacted(raw)
         if isinstance(content, str):
-            return content, False
+            texts.append(content)
+            continue
         parts = _text_parts(message, reader)
         if parts:
-            return _join_parts(parts), False
+            texts.append(_join_parts(parts))
+            continue
         if raw is not None or any(key.startswith(_CONTENTS_PREFIX) for key in message):
             textless = False  # text there but hidden (or not text): the next source may say it
-    return None, textless
+    if not texts:
+        return None, textless
+    if len(texts) == 1 or _asks_for_choices(attributes):
+        return texts[0], False
+    return _join_parts(texts), False
+
+
+# ``n`` (OpenAI, LangChain's ChatOpenAI), ``candidate_count`` / ``candidateCount`` (Gemini) asking for more than
+# one choice, anywhere in the recorded invocation parameters (Gemini's sit in a nested config).
+_CHOICE_COUNT = re.compile(r'"(?:n|candidate_count|candidateCount)"\s*:\s*0*([2-9]|[1-9][0-9]+)\b')
+
+
+def _asks_for_choices(attributes: Mapping[str, Any]) -> bool:
+    # Read only for a span with two or more output messages of text: rare, so the search costs nothing elsewhere.
+    parameters = attributes.get(semconv.OI_LLM_INVOCATION_PARAMETERS)
+    return isinstance(parameters, str) and _CHOICE_COUNT.search(parameters) is not None
 
 
 _FIRST_CHOICE_TEXT = f"{semconv.OI_LLM_CHOICES}.0.{semconv.OI_COMPLETION_TEXT}"

@@ -153,15 +153,28 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         return None
     # One completion per choice (``n`` > 1 gives alternatives): the first of the model's is the answer, as
     # ``choices[0]`` is in an application.
+    # OpenLLMetry Anthropic (0.52 and earlier) writes the reply's stop reason on completion 0, then relabels
+    # it ``thinking`` when the reply opens with a thinking block: the answer's completion after it has none.
+    thinking_reason: Any = None
     for completion in indexed(attributes, semconv.GEN_AI_COMPLETION_PREFIX.rstrip("."), reader):
         role = completion.get("role")
-        if not is_answer_role(role, reader) or is_thinking_role(role):
+        if is_thinking_role(role):
+            thinking_reason = thinking_reason or completion.get("finish_reason")
+            continue
+        if not is_answer_role(role, reader):
             continue
         content = completion.get("content")
-        reason = completion.get("finish_reason")
+        reason = completion.get("finish_reason") or thinking_reason
         return Generation(
             span=span,
             text=content if isinstance(content, str) else None,
             finish_reasons=(reason.lower(),) if isinstance(reason, str) and reason else (),
         )
-    return Generation(span=span, text=None)
+    # A reply cut short while the model was still thinking: no answer text, but truncated all the same.
+    return Generation(
+        span=span,
+        text=None,
+        finish_reasons=(thinking_reason.lower(),)
+        if isinstance(thinking_reason, str) and thinking_reason
+        else (),
+    )
