@@ -26,6 +26,7 @@ written from the documents and the answer text, never from the code under test.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,12 +183,51 @@ def test_legacy_openllmetry_anthropic_thinking_keeps_the_reply_finish_reason() -
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "max_tokens"
 
 
+def test_a_tool_result_among_the_output_messages_is_no_answer_text() -> None:
+    """Gemini's Interactions API under the OpenInference tracer records the function results it ran as ``tool``
+    output messages before the model's: the model read them, so their text (here a stray ``[3]``) is no part
+    of the answer. Attributes written as the tracer writes them (``llm.output_messages.{i}.message.role`` and
+    ``.content``)."""
+    retrieval = SpanRecord(
+        1,
+        2,
+        1,
+        "retrieve",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+            "retrieval.documents.0.document.id": "doc-atlas",
+            "retrieval.documents.0.document.score": 0.9,
+        },
+        end_time=1,
+    )
+    llm = SpanRecord(
+        1,
+        3,
+        1,
+        "interactions.create",
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+            "llm.output_messages.0.message.role": "tool",
+            "llm.output_messages.0.message.content": "lookup result: see [3] in the index",
+            "llm.output_messages.1.message.role": "model",
+            "llm.output_messages.1.message.content": "Paris is the capital of France [1].",
+        },
+        end_time=2,
+    )
+    root = SpanRecord(1, 1, None, "rag", {}, end_time=3)
+    signals = extract_signals([root, retrieval, llm])
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
+    assert signals.inputs["invalidCitationCount"] == 0
+    assert signals.inputs["citationCoverageScore"] == 1.0
+
+
 def test_gemini_candidates_asked_for_are_still_alternatives() -> None:
     """The guard on the rule above: with ``candidate_count=2`` the OpenInference Google GenAI tracer writes one
     output message per candidate and records ``{"candidate_count": 2}`` as the invocation parameters; the
     application's ``response.text`` is the first candidate's, and so is the answer read. The Gemini API is the
     loopback fake of tests/test_signals_gemini_grounding.py."""
-    pytest.importorskip("google.genai")
+    if sys.version_info < (3, 11):
+        pytest.skip("google-genai 3 requires Python 3.11 (the test extra leaves it out on 3.10)")
     from google.genai import types
     from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor
 

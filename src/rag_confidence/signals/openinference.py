@@ -39,6 +39,7 @@ from ._values import (
     RawRetrieval,
     Reader,
     indexed,
+    is_answer_role,
     is_thinking_role,
     loads_json,
     unredacted,
@@ -454,7 +455,10 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
     textless = True
     texts: list[str] = []
     for message in indexed(attributes, semconv.OI_LLM_OUTPUT_MESSAGES, reader):
-        if is_thinking_role(message.get(semconv.OI_MESSAGE_ROLE)):
+        role = message.get(semconv.OI_MESSAGE_ROLE)
+        # A tool's result recorded among the outputs (Gemini's Interactions API under OpenInference writes the
+        # function results it ran before the model's message) is what the model read, not what it answered.
+        if not is_answer_role(role, reader) or is_thinking_role(role):
             continue
         raw = message.get(semconv.OI_MESSAGE_CONTENT)
         content = unredacted(raw)
