@@ -777,7 +777,9 @@ def test_long_json_generations_are_not_parsed_in_search_of_the_answer(
     payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     spans = _graph_trace(json.dumps(state))
-    calls = [SpanRecord(1, 100 + n, 1, "call", _llm(payload), end_time=21 + n / 100) for n in range(20)]
+    # Ending between the answer (20) and the grader (30); end times are integer nanoseconds (the compiled
+    # SpanRecord refuses a float).
+    calls = [SpanRecord(1, 100 + n, 1, "call", _llm(payload), end_time=21 + n) for n in range(9)]
     extract_signals([*spans[:2], *calls, *spans[2:]])
     assert parsed == []
 
