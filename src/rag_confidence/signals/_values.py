@@ -55,6 +55,7 @@ class Reader:
         "_mappings",
         "dropped_documents",
         "dropped_result_events",
+        "found_nothing",
         "skipped",
         "unreadable_retrievals",
     )
@@ -68,6 +69,9 @@ class Reader:
         # Retrieval spans that reported documents in a value that could not be read at all (JSON cut short by
         # the SDK's attribute value length limit): what they retrieved is unknown, not empty.
         self.unreadable_retrievals = 0
+        # Retrieval readers that found their document list present and empty: the span says it found nothing,
+        # which is not the same as a span that does not record what it found (the list absent).
+        self.found_nothing = 0
         # Python literal text -> parsed mapping (:meth:`literal_mapping`), apart from the JSON cache, which must
         # keep skipping what is no JSON. Nothing mutates a parsed mapping.
         self._literals: dict[str, Mapping[str, Any]] = {}

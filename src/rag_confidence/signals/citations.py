@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from ._values import Document
 from .candidates import Merged
 from .documents import TEXT_KEY_PREFIX, content_key
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
@@ -44,6 +46,52 @@ _MAX_ID_DIGITS = 18
 _SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w")
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
+
+
+def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
+    """The documents markers are judged against when the application gives its candidates explicitly
+    (``@scored_answer``'s ``signals(result)`` returning ``candidates``): ``presented`` (the retrieval spans'),
+    then each explicit candidate none of them is known by (its ``documentId``, exactly), in ``rank`` order when
+    every candidate gives one (ties as given), else as given. None when ``candidates`` is no list.
+
+    Explicit candidates only add targets: a marker a retrieval span makes valid stays valid at the same
+    position. A candidate without an id is cited by position only.
+
+    >>> [entry.document.id for entry in with_explicit([], [{"documentId": "b", "rank": 2}, {"documentId": "a", "rank": 1}])]
+    ['a', 'b']
+    """
+    if not isinstance(candidates, (list, tuple)):
+        return None
+    entries: list[tuple[str | None, Any]] = []
+    ranked = True
+    for candidate in candidates:
+        if isinstance(candidate, Mapping):
+            document_id = candidate.get("documentId", candidate.get("document_id"))
+            rank = candidate.get("rank")
+        else:  # a ``Candidate`` model passed as it is
+            document_id = getattr(candidate, "document_id", None)
+            rank = getattr(candidate, "rank", None)
+        if not isinstance(rank, (int, float)) or isinstance(rank, bool) or rank != rank:
+            ranked = False
+        entries.append((document_id if isinstance(document_id, str) and document_id else None, rank))
+    order = list(range(len(entries)))
+    if ranked:
+        order.sort(key=lambda position: float(entries[position][1]))
+    known = {
+        identity
+        for entry in presented
+        for identity in entry.identities
+        if not identity.startswith(TEXT_KEY_PREFIX)
+    }
+    targets = list(presented)
+    for position in order:
+        document_id = entries[position][0]
+        if document_id is None:
+            targets.append(Merged(Document("", None, None, None), []))
+        elif document_id not in known:
+            known.add(document_id)
+            targets.append(Merged(Document(document_id, document_id, None, None), [document_id]))
+    return targets
 
 
 class CitationSummary:

@@ -16,7 +16,7 @@ from . import genai, grounding, haystack, hosted, openinference, openllmetry, ve
 from ._values import Evaluation, Generation, RawRetrieval, Reader
 from .answers import is_marked_answer, is_retrieval_span, is_retrieval_step, retrieved_and_generated
 from .candidates import assemble, organize
-from .citations import summarize
+from .citations import summarize, with_explicit
 from .documents import build_retrieval
 from .generation import final_answer, without_judges
 from .langgraph import graph_answer
@@ -90,7 +90,7 @@ def extract_signals(
     generations: list[Generation] = []
     native: dict[str, Any] = {}
     targets = _FeedbackTargets(ordered)
-    searched = False
+    searched = False  # a retrieval span recorded what it found (documents, or an empty list)
     for span in ordered:
         try:
             searched = _read_span(span, reader, raw_retrievals, evaluations, generations, targets) or searched
@@ -130,9 +130,11 @@ def extract_signals(
         for name, value in answer.stated.items():
             inputs[name] = value
             sources[name] = "structured answer"
+        # The application's explicit candidates are documents the generator was shown too (see with_explicit).
+        explicit_targets = with_explicit(assembled.presented, explicit.get("candidates")) if explicit else None
         summary = summarize(
             answer.text,
-            assembled.presented,
+            assembled.presented if explicit_targets is None else explicit_targets,
             options,
             answer.citations,
             assembled.dropped,
@@ -144,11 +146,15 @@ def extract_signals(
             diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] = summary.unmatched
         # With a retrieval span unreadable, the documents the markers point into are partly unknown: a marker
         # matching none of those read may be valid, so no citation input is derived rather than a wrong one. So
-        # with no retrieval span at all (a marked answer whose documents reached the model through a step no
-        # tracer reports as a retrieval, such as an agent's function tool): judged against nothing, every marker
-        # would be invalid. A response's own citations (Anthropic's) are judged against no retrieval: they name
-        # sources its request held, never invalid, and the text they back is covered whatever was retrieved.
-        judged = searched or summary.markers == len(answer.sources)
+        # without documents to judge against: no retrieval span that recorded what it found (none at all, as for
+        # a marked answer whose documents reached the model through a step no tracer reports as a retrieval,
+        # such as an agent's function tool; or only spans that leave their documents unrecorded, as a GenAI
+        # retrieval span without the opt-in ``gen_ai.retrieval.documents``) and no explicit candidates. Judged
+        # against nothing, every marker would be invalid. A span that recorded an empty list found nothing: its
+        # markers are invalid. A response's own citations (Anthropic's) are judged against no retrieval: they
+        # name sources its request held, never invalid, and the text they back is covered whatever was
+        # retrieved.
+        judged = searched or explicit_targets is not None or summary.markers == len(answer.sources)
         if summary.markers and judged and not reader.unreadable_retrievals:
             for name, value in (
                 ("citationCount", summary.cited),
@@ -245,15 +251,20 @@ def _read_span(
     generations: list[Generation],
     targets: _FeedbackTargets,
 ) -> bool:
-    """Read one span into the lists; True when it is a retrieval span."""
+    """Read one span into the lists; True when it is a retrieval span that recorded what it found: documents,
+    or a document list that is empty (a span without one found what nobody can tell)."""
     retrieval = is_retrieval_span(span)
+    recorded = False
     if retrieval:
+        listed = len(retrievals)
+        found_nothing = reader.found_nothing
         retrievals.extend(openinference.read_retrievals(span, reader))
         retrievals.extend(genai.read_retrievals(span, reader))
         retrievals.extend(openllmetry.read_retrievals(span, reader))
         retrievals.extend(haystack.read_retrievals(span, reader))
         retrievals.extend(hosted.read_retrievals(span, reader))
         retrievals.extend(grounding.read_retrievals(span, reader))
+        recorded = len(retrievals) > listed or reader.found_nothing > found_nothing
     # Feedback on a model call that retrieved by itself (hosted file_search, grounding) is about its answer.
     span_scoped, trace_scoped = targets.scopes(span, retrieval and not retrieved_and_generated(span))
     evaluations.extend(openinference.read_evaluations(span, reader, span_scoped, trace_scoped))
@@ -286,7 +297,7 @@ def _read_span(
             break
     if generation is not None:
         generations.append(generation)
-    return retrieval
+    return recorded
 
 
 _GENERATION_READERS: tuple[Callable[[SpanRecord, Reader], Generation | None], ...] = (

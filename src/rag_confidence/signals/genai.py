@@ -2,7 +2,8 @@
 
 - Retrieval spans (``gen_ai.operation.name = retrieval``): ``gen_ai.retrieval.documents`` as a structured list
   of ``{id, score}`` (SDK 1.45+) or the same list as a JSON string. ``content``/``metadata`` are read when
-  present. ``gen_ai.data_source.id`` names the method.
+  present. ``gen_ai.data_source.id`` names the method. The documents are opt-in: a span without them recorded
+  nothing of what it found (markers cannot be judged against it), one with an empty list found nothing.
 - ``gen_ai.evaluation.result`` span events (or log records the caller attaches as events): name, score, label.
 - Generation spans: ``gen_ai.output.messages`` (structured or JSON; text parts of the model's messages: any role
   but user/system/tool, so ``assistant`` and also the ``unknown`` OpenLLMetry writes for a streamed LangChain
@@ -51,9 +52,13 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
         return []
     reported = attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS)
     listed = _list(reported, reader)
-    if listed is None and reported is not None:
-        reader.unreadable_retrievals += 1
+    if listed is None:
+        if reported is not None:
+            reader.unreadable_retrievals += 1
+        # Absent: ``gen_ai.retrieval.documents`` is opt-in, so a span without it found something unknown.
+        return []
     if not listed:
+        reader.found_nothing += 1  # ``[]``: the retrieval ran and found nothing
         return []
     documents = []
     for entry in listed:

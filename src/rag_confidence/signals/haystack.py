@@ -74,6 +74,9 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
             reader.skip()
             reader.unreadable_retrievals += 1
         return []
+    if not listed:
+        reader.found_nothing += 1
+        return []
     documents = []
     for entry in listed:
         if not isinstance(entry, Mapping):

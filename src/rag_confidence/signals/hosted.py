@@ -172,6 +172,8 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
     if unknown:
         reader.unreadable_retrievals += 1
     if not documents:
+        if not unknown:
+            reader.found_nothing += 1  # ``results: []``: searched and found nothing
         return []
     return [RawRetrieval(span=span, documents=documents, method_hint=semconv.OPENAI_FILE_SEARCH_METHOD)]
 

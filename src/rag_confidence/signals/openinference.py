@@ -88,8 +88,21 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
                 # Hidden metadata took the ids with it (the LangChain tracer records none of its own): the
                 # documents an answer's markers name are unknown, as for a list cut by a value length limit.
                 reader.unreadable_retrievals += 1
-        elif _returned_unlisted(span.attributes):
-            reader.unreadable_retrievals += 1
+        else:
+            # The LangChain tracer writes an empty list found as ``retrieval.documents = []``.
+            listed = span.attributes.get(semconv.OI_RETRIEVAL_DOCUMENTS)
+            returned = (
+                _FOUND_NOTHING
+                if isinstance(listed, (list, tuple)) and not listed
+                else _unlisted_output(span.attributes)
+            )
+            if returned == _FOUND_NOTHING:
+                reader.found_nothing += 1
+            elif returned == _RETURNED_RESULTS and semconv.OI_TOOL_NAME in span.attributes:
+                # Only tool spans: a framework's retriever span may list its documents on another span
+                # (LlamaIndex's ``_retrieve`` beneath ``retrieve``, its ``output.value`` the nodes) and is read
+                # there; alone, it recorded nothing readable of what it found.
+                reader.unreadable_retrievals += 1
         return [RawRetrieval(span=span, documents=documents, method_hint=hint)] if documents else []
     if kind == semconv.OPENINFERENCE_KIND_RERANKER:
         documents = _documents(span.attributes, semconv.OI_RERANKER_OUTPUT_DOCUMENTS, reader)
@@ -102,30 +115,37 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
 _NOTHING_FOUND_CHARS = 4096
 
 
-def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
-    """True for a tool declared a retriever that listed no document but returned something: text, or JSON
-    holding a list or a text it was not given.
+# What a retriever span that listed no document returned (:func:`_unlisted_output`).
+_NOT_RECORDED = 0
+_FOUND_NOTHING = 1
+_RETURNED_RESULTS = 2
 
-    The OpenAI Agents tracer records a function tool named in its ``tool_span_kinds`` as a ``RETRIEVER`` (keeping
-    ``tool.name``), and writes ``retrieval.documents`` only when the function returns a list of objects; one
-    returning the results formatted for the model (``[1] kb-leave: ...``) leaves them in ``output.value`` alone.
-    The answer's markers then name documents nobody can read: judged against none, every valid citation would be
-    invalid. A tool that found nothing returns nothing, or empty JSON (``[]``, ``{"documents": []}``). Only tool
-    spans: a framework's retriever span may list its documents on another span (LlamaIndex's ``_retrieve``
-    beneath ``retrieve``, its ``output.value`` the nodes) and is read there."""
-    if semconv.OI_TOOL_NAME not in attributes:
-        return False
+
+def _unlisted_output(attributes: Mapping[str, Any]) -> int:
+    """What a retriever span that listed no document returned, by its ``output.value``: nothing recorded (no
+    output, or a hidden one), nothing found (blank, or JSON holding no list item and no text it was not given:
+    ``[]``, ``{"documents": []}``), or results (text, or JSON holding a list item or a text).
+
+    OpenInference writes ``retrieval.documents.*`` once per document, so an empty result and an unrecorded one
+    both leave none: the output tells them apart. The OpenAI Agents tracer records a function tool named in its
+    ``tool_span_kinds`` as a ``RETRIEVER`` (keeping ``tool.name``), and writes ``retrieval.documents`` only when
+    the function returns a list of objects; one returning the results formatted for the model (``[1] kb-leave:
+    ...``) leaves them in ``output.value`` alone. The answer's markers then name documents nobody can read:
+    judged against none, every valid citation would be invalid. A tool that found nothing returns nothing, or
+    empty JSON (``[]``, ``{"documents": []}``)."""
     output = unredacted(attributes.get(semconv.OI_OUTPUT_VALUE))
-    if type(output) is not str or not output.strip():
-        return False
+    if type(output) is not str:
+        return _NOT_RECORDED
+    if not output.strip():
+        return _FOUND_NOTHING
     if len(output) > _NOTHING_FOUND_CHARS:
-        return True
+        return _RETURNED_RESULTS
     try:
         parsed = loads_json(output)
     except (ValueError, RecursionError):
-        return True  # text
+        return _RETURNED_RESULTS  # text
     if isinstance(parsed, str):
-        return bool(parsed.strip())
+        return _RETURNED_RESULTS if parsed.strip() else _FOUND_NOTHING
     # Iterative: the depth is whatever the producer nested. A text field is a result too (a tool returning
     # ``{"results": "[1] kb-leave: ..."}``), unless the tool was given it (``{"documents": [], "query": ...}``
     # echoes the query it found nothing for).
@@ -135,15 +155,15 @@ def _returned_unlisted(attributes: Mapping[str, Any]) -> bool:
         value = pending.pop()
         if isinstance(value, list):
             if value:
-                return True
+                return _RETURNED_RESULTS
         elif isinstance(value, dict):
             pending.extend(value.values())
         elif isinstance(value, str) and value.strip():
             if given is None:
                 given = _input_strings(attributes)
             if value not in given:
-                return True
-    return False
+                return _RETURNED_RESULTS
+    return _FOUND_NOTHING
 
 
 def _input_strings(attributes: Mapping[str, Any]) -> set[str]:

@@ -92,6 +92,9 @@ def _task_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
             reader.skip()
             reader.unreadable_retrievals += 1
         return []
+    if not listed:
+        reader.found_nothing += 1
+        return []
     documents = []
     for entry in listed:
         if not isinstance(entry, Mapping):
@@ -118,6 +121,9 @@ def _node_documents(attributes: Mapping[str, Any], reader: Reader) -> list[RawDo
         return []
     if not isinstance(listed, list):
         return []  # another method of a retriever class (a spec, a query bundle): no documents, none lost
+    if not listed:
+        reader.found_nothing += 1
+        return []
     documents = []
     for item in listed:
         entry = reader.mapping(item) if isinstance(item, str) else item

@@ -169,7 +169,11 @@ def attribute_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     """The hits an OpenLLMetry JS vector-DB span reports as ``db.vector.query.result.{i}.*`` span attributes
     (see the module docstring), in order; none for a span without ``db.vector.query.result.matches_length``."""
     attributes = span.attributes
-    if semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH not in attributes:
+    matches = attributes.get(semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH)
+    if matches is None:
+        return []
+    if matches == 0 and type(matches) is int:
+        reader.found_nothing += 1  # the query matched nothing
         return []
     event_metadata: dict[str, Mapping[str, Any]] = {}
     for event in span.events:
