@@ -374,6 +374,48 @@ def test_retrieve_then_converse_is_scored_on_the_knowledge_base_documents(
     assert compute_confidence(signals.inputs).total == compute_confidence(expected).total
 
 
+def test_a_retrieve_that_found_nothing_records_no_document_list_so_the_markers_are_not_judged(
+    openinference_scored: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Pins what the OpenInference Bedrock tracer records of a ``retrieve`` that found nothing: the
+    ``RETRIEVER`` span with its query and knowledge base, and no ``retrieval.documents`` and no ``output.value``,
+    as for a response it could not record. "Found nothing" cannot be told from "not recorded", so the answer's
+    markers are counted and not judged (no citation input), rather than called invalid. A tracer release that
+    writes an empty list would make them invalid again."""
+    exporter, provider = openinference_scored
+    text = "Paris is the capital of France [1]. The Loire is the longest river in France [2]."
+    converse = {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 120, "outputTokens": 24, "totalTokens": 144},
+        "metrics": {"latencyMs": 300},
+    }
+    agent = stubbed("bedrock-agent-runtime", ("retrieve", {"retrievalResults": []}))
+    runtime = stubbed("bedrock-runtime", ("converse", converse))
+    with provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        request.set_attribute(semconv.RAG_ANSWER, True)
+        retrieve(agent)
+        runtime.converse(  # type: ignore[attr-defined]
+            modelId=MODEL_ARN, messages=[{"role": "user", "content": [{"text": QUESTION}]}]
+        )
+
+    (search,) = [span for span in exporter.get_finished_spans() if span.name == "bedrock.retrieve"]
+    assert set(search.attributes or {}) == {
+        "input.value",
+        "input.mime_type",
+        "llm.invocation_parameters",
+        "openinference.span.kind",
+    }
+    expected = {"candidates": [], "supportLevel": "medium"}
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    (answer,) = scored(exporter)
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+
+
 def test_a_bare_retrieve_and_generate_is_its_own_answer(
     openinference: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:

@@ -33,7 +33,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.gateway.spans import iter_spans, to_record
 from rag_confidence.otel import last_scorecard, mark_answer, scored_answer
-from rag_confidence.signals import ExtractedSignals, extract_signals, find_answers, records_from_readable_spans
+from rag_confidence.signals import (
+    ExtractedSignals,
+    extract_signals,
+    find_answers,
+    records_from_readable_spans,
+)
 from rag_confidence.signals.records import SpanRecord
 from tests.instrumented import confidence_processor, scored, traced
 
@@ -359,7 +364,8 @@ def test_a_langchain_retriever_that_found_nothing_makes_the_markers_invalid(
     (retriever,) = [
         span
         for span in exporter.get_finished_spans()
-        if (span.attributes or {}).get(semconv.OPENINFERENCE_SPAN_KIND) == semconv.OPENINFERENCE_KIND_RETRIEVER
+        if (span.attributes or {}).get(semconv.OPENINFERENCE_SPAN_KIND)
+        == semconv.OPENINFERENCE_KIND_RETRIEVER
     ]
     assert retriever.attributes is not None
     assert retriever.attributes[semconv.OI_RETRIEVAL_DOCUMENTS] == ()
@@ -401,3 +407,75 @@ def test_explicit_candidates_judge_markers_beside_a_retrieval_span_without_docum
     assert_card(
         exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
     )
+
+
+# -- every reader: "not recorded" against "found nothing", on span data alone ------------------------------------
+
+_READER_SHAPES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    # (reader, the retrieval span's attributes recording nothing, its attributes recording an empty list)
+    (
+        "genai",
+        {"gen_ai.operation.name": "retrieval"},
+        {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": "[]"},
+    ),
+    (
+        "openinference-langchain",
+        {"openinference.span.kind": "RETRIEVER", "output.value": "__REDACTED__"},
+        {
+            "openinference.span.kind": "RETRIEVER",
+            "retrieval.documents": (),
+            "output.value": '{"documents": []}',
+        },
+    ),
+    (
+        "openinference-llamaindex",
+        {"openinference.span.kind": "RETRIEVER", "input.value": "q"},
+        {"openinference.span.kind": "RETRIEVER", "input.value": "q", "output.value": "[]"},
+    ),
+    (
+        "openllmetry-langchain",
+        {"gen_ai.operation.name": "vector_db_retrieve"},
+        {"gen_ai.operation.name": "vector_db_retrieve", "traceloop.entity.output": '{"documents": []}'},
+    ),
+    (
+        "openllmetry-llamaindex",
+        {"traceloop.entity.name": "VectorIndexRetriever.task"},
+        {"traceloop.entity.name": "VectorIndexRetriever.task", "traceloop.entity.output": "[]"},
+    ),
+    (
+        "haystack",
+        {"haystack.component.type": "InMemoryBM25Retriever"},
+        {
+            "haystack.component.type": "InMemoryBM25Retriever",
+            "haystack.component.output": '{"documents": []}',
+        },
+    ),
+    (
+        "openllmetry-js",
+        {"db.system": "Pinecone", "db.vector.query.result.matches_length": 2},  # hits lost to a limit
+        {"db.system": "Pinecone", "db.vector.query.result.matches_length": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("reader", "unrecorded", "empty"), _READER_SHAPES, ids=[r for r, _, _ in _READER_SHAPES]
+)
+def test_each_reader_tells_an_unrecorded_document_list_from_an_empty_one(
+    reader: str, unrecorded: dict[str, Any], empty: dict[str, Any]
+) -> None:
+    """The same answer (``[1]``, ``[2]``) beside a retrieval span that records nothing of what it found (not
+    judged: no citation input) and beside one that records an empty list (found nothing: both invalid), as
+    each reader's tracer writes them (see docs/signals.md, *Citation targets*)."""
+    answer = SpanRecord(
+        1, 1, None, "answer", {semconv.RAG_ANSWER: True, semconv.OI_OUTPUT_VALUE: TWO_MARKERS}, end_time=3
+    )
+    for attributes, expected in (
+        (unrecorded, {}),
+        (empty, {"citationCount": 0, "invalidCitationCount": 2, "citationCoverageScore": 0.0}),
+    ):
+        retrieval = SpanRecord(1, 2, 1, "retrieve", attributes, end_time=1)
+        (group,) = find_answers([retrieval, answer])
+        signals = extract_signals(group.spans)
+        assert citations(signals.inputs) == expected, attributes
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2

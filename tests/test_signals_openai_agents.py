@@ -381,31 +381,34 @@ def test_without_sensitive_data_the_run_is_scored_blind(retriever_tool: Traced) 
 
 
 @pytest.mark.parametrize(
-    ("tool_name", "output", "unreadable"),
+    ("tool_name", "output", "unreadable", "judged"),
     [
-        ("search_docs", "[1] kb-leave: Employees get 25 days.", True),  # text
-        ("search_docs", json.dumps("[1] kb-leave: Employees get 25 days."), True),  # a JSON string of text
-        ("search_docs", json.dumps({"results": [{"doc": "kb-leave"}]}), True),  # objects of another shape
-        ("search_docs", "[]", False),  # found nothing
-        ("search_docs", json.dumps({"documents": [], "query": "leave"}), False),  # the query it was given
-        (
-            "search_docs",
-            json.dumps({"results": "[1] kb-leave: Employees get 25 days."}),
-            True,
-        ),  # text in JSON
-        ("search_docs", "  ", False),
+        ("search_docs", "[1] kb-leave: Employees get 25 days.", True, False),  # text
+        # a JSON string of text
+        ("search_docs", json.dumps("[1] kb-leave: Employees get 25 days."), True, False),
+        # objects of another shape
+        ("search_docs", json.dumps({"results": [{"doc": "kb-leave"}]}), True, False),
+        ("search_docs", "[]", False, True),  # found nothing
+        # the query it was given
+        ("search_docs", json.dumps({"documents": [], "query": "leave"}), False, True),
+        # text in JSON
+        ("search_docs", json.dumps({"results": "[1] kb-leave: Employees get 25 days."}), True, False),
+        ("search_docs", "  ", False, True),
         # 4 KB and more is no "found nothing", not parsed (parsed, numbers and the echoed query would be)
         (
             "search_docs",
             json.dumps({"documents": [], "query": "leave", "ms": {f"s{n}": n for n in range(400)}}),
             True,
+            False,
         ),
-        ("search_docs", semconv.OI_REDACTED_VALUE, False),  # hidden: read as absent, as everywhere
-        (None, json.dumps([{"id_": "node-1", "text": "..."}]), False),  # no tool: LlamaIndex's ``_retrieve``
+        # hidden: read as absent, as everywhere: nothing recorded, so the marker is not judged
+        ("search_docs", semconv.OI_REDACTED_VALUE, False, False),
+        # no tool: LlamaIndex's ``_retrieve``, whose documents its ``retrieve`` lists; alone, nothing recorded
+        (None, json.dumps([{"id_": "node-1", "text": "..."}]), False, False),
     ],
 )
 def test_which_retriever_tools_without_documents_are_unreadable(
-    tool_name: str | None, output: str, unreadable: bool
+    tool_name: str | None, output: str, unreadable: bool, judged: bool
 ) -> None:
     """The rule on span data alone: a tool declared a retriever that returned something but listed no document."""
     from rag_confidence.signals import SpanRecord
@@ -431,8 +434,9 @@ def test_which_retriever_tools_without_documents_are_unreadable(
     )
     signals = extract_signals([tool, llm, root])
     assert (semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS in signals.diagnostics) is unreadable
-    # Judged against no document, the marker is invalid; unreadable, it is left unjudged.
-    assert signals.inputs.get("invalidCitationCount") == (None if unreadable else 1)
+    # Found nothing, the marker is invalid; unreadable, or nothing recorded of what was found, it is left
+    # unjudged.
+    assert signals.inputs.get("invalidCitationCount") == (1 if judged else None)
 
 
 def test_a_long_retriever_tool_output_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:

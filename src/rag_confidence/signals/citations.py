@@ -57,7 +57,8 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
     Explicit candidates only add targets: a marker a retrieval span makes valid stays valid at the same
     position. A candidate without an id is cited by position only.
 
-    >>> [entry.document.id for entry in with_explicit([], [{"documentId": "b", "rank": 2}, {"documentId": "a", "rank": 1}])]
+    >>> given = [{"documentId": "b", "rank": 2}, {"documentId": "a", "rank": 1}]
+    >>> [entry.document.id for entry in with_explicit([], given) or ()]
     ['a', 'b']
     """
     if not isinstance(candidates, (list, tuple)):

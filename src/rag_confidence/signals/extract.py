@@ -131,7 +131,9 @@ def extract_signals(
             inputs[name] = value
             sources[name] = "structured answer"
         # The application's explicit candidates are documents the generator was shown too (see with_explicit).
-        explicit_targets = with_explicit(assembled.presented, explicit.get("candidates")) if explicit else None
+        explicit_targets = (
+            with_explicit(assembled.presented, explicit.get("candidates")) if explicit else None
+        )
         summary = summarize(
             answer.text,
             assembled.presented if explicit_targets is None else explicit_targets,
