@@ -435,7 +435,10 @@ _READER_SHAPES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "openllmetry-langchain",
         {"gen_ai.operation.name": "vector_db_retrieve"},
-        {"gen_ai.operation.name": "vector_db_retrieve", "traceloop.entity.output": '{"documents": []}'},
+        {
+            "gen_ai.operation.name": "vector_db_retrieve",
+            "traceloop.entity.output": '{"documents": [], "count": 0}',
+        },
     ),
     (
         "openllmetry-llamaindex",

@@ -172,8 +172,8 @@ def attribute_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
     matches = attributes.get(semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH)
     if matches is None:
         return []
-    if matches == 0 and type(matches) is int:
-        reader.found_nothing += 1  # the query matched nothing
+    if isinstance(matches, (int, float)) and not isinstance(matches, bool) and matches == 0:
+        reader.found_nothing += 1  # the query matched nothing (a JS number may arrive as a double)
         return []
     event_metadata: dict[str, Mapping[str, Any]] = {}
     for event in span.events:
