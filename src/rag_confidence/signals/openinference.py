@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from .. import semconv
 from . import bedrock
@@ -116,9 +116,9 @@ _NOTHING_FOUND_CHARS = 4096
 
 
 # What a retriever span that listed no document returned (:func:`_unlisted_output`).
-_NOT_RECORDED = 0
-_FOUND_NOTHING = 1
-_RETURNED_RESULTS = 2
+_NOT_RECORDED: Final = 0
+_FOUND_NOTHING: Final = 1
+_RETURNED_RESULTS: Final = 2
 
 
 def _unlisted_output(attributes: Mapping[str, Any]) -> int:
