@@ -1,0 +1,162 @@
+"""The gateway's request path counted in CPU instructions: a noise-free A/B of two builds. One command:
+
+    python benchmarks/bench_instructions.py [--requests 20] [--compare /other/venv/bin/python]
+
+``bench_gateway.py`` measures what the issue asks (spans per second against the pass-through, real gRPC on both
+sides), but on a shared 2-core machine its rounds move by ±10% and a 5% change in the scoring path disappears in
+that noise. This benchmark runs the same requests through the same code in-process, under valgrind's callgrind,
+and counts the instructions executed: the count of one build does not move with the neighbours' load, so two
+builds (``--compare``: another interpreter with another install of the package) can be compared to the percent.
+
+Each request goes through ``Gateway.process`` as a received one does: decode, validation, screening, scoring,
+the span attributes, the encoding an OTLP exporter does before the network (the forwarder serializes and drops
+the bytes), the gateway's own metrics and the scorecard metrics (an SDK meter provider with a reader, exemplars
+on). Left out, because both gateways pay it alike and instructions would not say it better than the CPU
+clock: the gRPC server and client. So the pass-through here is the gateway's own part of its cost; its
+instructions per request and the scoring's extra per answer are the figures to compare, not a spans-per-second
+ratio.
+
+Needs valgrind (``apt-get install -y valgrind``); callgrind runs the code about 50 times slower, so the default
+is 20 requests per workload after 3 unmeasured ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WARM_UP = 3
+
+# (name, RAG answers, plain traces): the workloads of bench_gateway.py.
+WORKLOADS = (("mixed", 2, 38), ("answer-dense", 20, 20))
+
+
+def child(workload: str, mode: str, requests: int) -> None:
+    """Runs inside valgrind: process ``requests`` requests with instrumentation switched on around them."""
+    sys.path.insert(0, str(HERE))
+    from bench_gateway import build_request
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from rag_confidence.gateway.config import GatewayConfig
+    from rag_confidence.gateway.decode import CONTENT_TYPE_PROTOBUF
+    from rag_confidence.gateway.forward import ForwardResult
+    from rag_confidence.gateway.service import Gateway
+
+    class EncodingForwarder:
+        """Serializes each request as the OTLP exporters do before the network, then drops the bytes."""
+
+        description = "encode only"
+
+        def forward(self, request: object) -> ForwardResult:
+            request.SerializeToString()  # type: ignore[attr-defined]
+            return ForwardResult(ok=True)
+
+        def shutdown(self) -> None:
+            pass
+
+    rag, plain = next((rag, plain) for name, rag, plain in WORKLOADS if name == workload)
+    body, _ = build_request(rag, plain)
+    gateway = Gateway(
+        GatewayConfig(scoring_enabled=mode == "scoring"),
+        EncodingForwarder(),  # type: ignore[arg-type]
+        meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
+    )
+
+    def run(count: int) -> None:
+        for _ in range(count):
+            outcome = gateway.process("grpc", body, CONTENT_TYPE_PROTOBUF, None)
+            assert outcome.error is None, outcome.error
+
+    run(WARM_UP)
+    toggle = ["callgrind_control", "--instr"]
+    subprocess.run([*toggle, "on", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+    run(requests)
+    subprocess.run([*toggle, "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+def count(python: str, workload: str, mode: str, requests: int) -> int:
+    """Instructions executed by ``requests`` requests of ``workload`` in ``mode``, under ``python``."""
+    with tempfile.TemporaryDirectory() as folder:
+        completed = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={folder}/callgrind.out",
+                python,
+                __file__,
+                "--child",
+                workload,
+                mode,
+                str(requests),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = re.search(r"Collected : ([\d,]+)", completed.stderr)
+    if completed.returncode != 0 or found is None:
+        raise RuntimeError(f"the {workload}/{mode} run failed:\n{completed.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument(
+        "--compare", metavar="PYTHON", help="another interpreter (with its own install of the package)"
+    )
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        workload, mode, requests = args.child
+        child(workload, mode, int(requests))
+        return 0
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("valgrind is not installed (apt-get install -y valgrind); nothing measured", file=sys.stderr)
+        return 2
+    builds = {"this": sys.executable}
+    if args.compare:
+        builds["compared"] = args.compare
+    print(f"instructions per request ({args.requests} requests after {WARM_UP} unmeasured), callgrind")
+    figures: dict[str, dict[str, tuple[float, float]]] = {}
+    for label, python in builds.items():
+        location = subprocess.run(
+            [python, "-c", "import rag_confidence, os; print(os.path.dirname(rag_confidence.__file__))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        print(f"{label}: {python} ({location})")
+        for workload, rag, _ in WORKLOADS:
+            passing = count(python, workload, "pass-through", args.requests) / args.requests
+            scoring = count(python, workload, "scoring", args.requests) / args.requests
+            per_answer = (scoring - passing) / rag
+            figures.setdefault(workload, {})[label] = (passing, per_answer)
+            print(
+                f"  {workload:>12}: pass-through {passing / 1e6:6.2f} M, scoring {scoring / 1e6:6.2f} M, "
+                f"extra per answer {per_answer / 1e6:5.2f} M"
+            )
+    if args.compare:
+        print("this build against the compared one:")
+        for workload, by_build in figures.items():
+            (pass_a, answer_a), (pass_b, answer_b) = by_build["this"], by_build["compared"]
+            print(
+                f"  {workload:>12}: pass-through {100 * (pass_a / pass_b - 1):+5.1f}%, "
+                f"extra per answer {100 * (answer_a / answer_b - 1):+5.1f}%"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
