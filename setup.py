@@ -16,8 +16,11 @@ import sys
 
 from setuptools import setup
 
-# Modules that only compute on plain data: the scoring core, its plain-data validator, and signal extraction
-# (span records -> inputs). Models, records, options and OpenTelemetry code stay Python.
+# Modules that only compute on plain data: the scoring core, its plain-data validator, signal extraction
+# (span records -> inputs), and the per-request path around them that every span or answer runs through: the
+# gateway's validation and record conversion, and the scorecard-to-attributes mapping. Models, records,
+# options and the code that drives the OpenTelemetry SDK stay Python; so does the gateway's screen, whose cost is
+# the byte counts of the body, already C.
 COMPILED = [
     "src/rag_confidence/scoring/_js.py",
     "src/rag_confidence/scoring/_plain.py",
@@ -56,6 +59,11 @@ COMPILED = [
     "src/rag_confidence/signals/openllmetry.py",
     "src/rag_confidence/signals/vector_db.py",
     "src/rag_confidence/signals/vercel_ai.py",
+    "src/rag_confidence/scoring/_build.py",
+    "src/rag_confidence/otel/answer_scoring.py",
+    "src/rag_confidence/otel/attributes.py",
+    "src/rag_confidence/gateway/pipeline.py",
+    "src/rag_confidence/gateway/spans.py",
 ]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import rag_confidence.gateway.pipeline as pipeline
 import rag_confidence.scoring._plain as plain
 import rag_confidence.scoring.scorer as scorer
 import rag_confidence.signals.extract as extract
@@ -14,7 +15,11 @@ import rag_confidence.signals.extract as extract
 SOURCE = Path(__file__).resolve().parents[1] / "src"
 
 
-@pytest.mark.parametrize("module", [scorer, plain, extract], ids=["scorer", "_plain", "signals.extract"])
+@pytest.mark.parametrize(
+    "module",
+    [scorer, plain, extract, pipeline],
+    ids=["scorer", "_plain", "signals.extract", "gateway.pipeline"],
+)
 def test_a_normal_install_compiles_the_scoring_core(module: object) -> None:
     path = Path(str(getattr(module, "__file__", "")))
     if SOURCE in path.parents:

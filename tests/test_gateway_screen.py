@@ -20,6 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from rag_confidence import semconv
 from rag_confidence.gateway import pipeline as pipeline_module
 from rag_confidence.gateway import screen as screen_module
+from rag_confidence.gateway import spans as spans_module
 from rag_confidence.gateway.pipeline import TracePipeline
 from rag_confidence.gateway.screen import Screen, may_hold_answer
 from rag_confidence.gateway.spans import (
@@ -301,14 +302,17 @@ def _rag_trace(trace: int) -> list[ProtoSpan]:
 
 
 def _spy_on_records(monkeypatch: Any) -> list[int]:
+    """The trace id of every record the gateway builds. A spy on the record constructor ``to_record`` calls
+    (``gateway.spans`` and the pipeline may be compiled, which calls ``to_record`` directly, past any patch of
+    its name; a call into the Python module ``signals.records`` still goes through the module's globals)."""
     built: list[int] = []
-    real_to_record = pipeline_module.to_record
+    real_new_span_record = spans_module.new_span_record
 
-    def counting_to_record(span: ProtoSpan) -> Any:  # a spy: the real conversion, counted
-        built.append(int.from_bytes(span.trace_id, "big"))
-        return real_to_record(span)
+    def counting_new_span_record(trace_id: int, *args: Any, **kwargs: Any) -> Any:  # the real one, counted
+        built.append(trace_id)
+        return real_new_span_record(trace_id, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "to_record", counting_to_record)
+    monkeypatch.setattr(spans_module, "new_span_record", counting_new_span_record)
     return built
 
 
