@@ -8,17 +8,24 @@ would.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence import semconv
+from rag_confidence import compute_confidence, semconv
 from rag_confidence.otel import ConfidenceSpanProcessor
-from rag_confidence.signals import records_from_readable_spans
+from rag_confidence.signals import (
+    ExtractedSignals,
+    extract_signals,
+    find_answers,
+    records_from_readable_spans,
+)
 from rag_confidence.signals.records import SpanRecord
 
 
@@ -40,6 +47,54 @@ def traced(
         instrumentor.uninstrument()
 
 
+Traced = tuple[InMemorySpanExporter, TracerProvider]
+
+
+def traced_fixture(
+    instrumentor: Callable[[], Any],
+    processor: Callable[[InMemorySpanExporter], SpanProcessor] = confidence_processor,
+) -> Any:
+    """A pytest fixture yielding :func:`traced` for a fresh ``instrumentor()``: assign it to the fixture's name
+    (``openinference = traced_fixture(OpenInferenceInstrumentor)``). Nothing is faked here: the instrumentor is
+    the real one; only the service its client calls is each module's fake."""
+
+    @pytest.fixture()
+    def fixture() -> Iterator[Traced]:
+        yield from traced(instrumentor(), processor)
+
+    return fixture
+
+
+def openinference_retrieval(
+    tracer: trace.Tracer,
+    documents: Iterable[tuple[str, float, str]],
+    *,
+    name: str = "retrieve",
+    method: str = "app",
+) -> None:
+    """The application's own retriever as an application reports it: an OpenInference ``RETRIEVER`` span named
+    ``name`` with ``rag.retrieval.method`` ``method`` and one ``retrieval.documents.{i}`` (id, score, content)
+    per ``(id, score, text)``. Nothing is faked: this is the application's code, which the tests write."""
+    with tracer.start_as_current_span(name) as span:
+        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
+        span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, method)
+        for index, (doc_id, score, text) in enumerate(documents):
+            prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}."
+            span.set_attribute(prefix + semconv.OI_DOCUMENT_ID, doc_id)
+            span.set_attribute(prefix + semconv.OI_DOCUMENT_SCORE, score)
+            span.set_attribute(prefix + semconv.OI_DOCUMENT_CONTENT, text)
+
+
+def candidates(documents: Iterable[tuple[str, float, str]], method: str) -> list[dict[str, Any]]:
+    """The expected ``candidates`` input for documents one retrieval ``method`` returned in this order, as
+    ``(id, score, text)``: the score as reported, the rank by position (written out, not from the code under
+    test)."""
+    return [
+        {"documentId": doc_id, "retrievalScores": {method: score}, "combinedScore": score, "rank": rank}
+        for rank, (doc_id, score, _) in enumerate(documents, start=1)
+    ]
+
+
 def records(exporter: InMemorySpanExporter) -> list[SpanRecord]:
     """The exported spans as the signal rules see them."""
     return records_from_readable_spans(exporter.get_finished_spans())
@@ -52,6 +107,25 @@ def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
         for span in exporter.get_finished_spans()
         if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
     ]
+
+
+def assert_scored_as(
+    exporter: InMemorySpanExporter, expected: dict[str, Any], answer_name: str | None = None
+) -> ExtractedSignals:
+    """Both paths agree with ``expected``: the gateway's extraction over the exported spans (one answer, named
+    ``answer_name`` when given) and the scorecard the in-process processor put on that answer span. Returns the
+    extracted signals, for the diagnostics a test checks."""
+    (group,) = find_answers(records(exporter))
+    if answer_name is not None:
+        assert group.answer.name == answer_name
+    signals = extract_signals(group.spans)
+    assert signals.inputs == expected
+    (answer,) = scored(exporter)
+    if answer_name is not None:
+        assert answer.name == answer_name
+    assert answer.attributes is not None
+    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    return signals
 
 
 class LoopbackService:
