@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-import openai
 import pytest
 from agents import (
     Agent,
@@ -36,9 +35,6 @@ from openai.types.responses import (
     ResponseFileSearchToolCall,
     ResponseFunctionToolCall,
     ResponseFunctionWebSearch,
-    ResponseOutputItem,
-    ResponseOutputMessage,
-    ResponseOutputText,
 )
 from openai.types.responses.response_file_search_tool_call import Result
 from openai.types.responses.response_output_text import AnnotationFileCitation, AnnotationURLCitation
@@ -51,7 +47,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import extract_signals, find_answers
-from tests.instrumented import confidence_processor, records, scored
+from tests.fake_openai import mock_async_openai, openai_response, output_message
+from tests.instrumented import Traced, candidates, confidence_processor, records, scored
 from tests.test_gateway_support import (
     DownstreamReceiver,
     Recording,
@@ -73,35 +70,10 @@ DOCUMENTS = [
 ANSWER = "You get 25 days of paid leave per year [1]. Up to 5 unused days carry over [2]."
 
 
-def _response(response_id: str, output: list[ResponseOutputItem]) -> Response:
-    return Response(
-        id=response_id,
-        created_at=1_764_500_000,
-        model="gpt-4.1-mini-2025-04-14",
-        object="response",
-        status="completed",
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=[],
-        output=output,
-    )
-
-
-def _message(text: str, annotations: list[Any] | None = None) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=text, annotations=annotations or [])],
-    )
-
-
 def tool_round_trip(answer: str = ANSWER) -> list[Response]:
     """The model calls ``search_docs``, then answers from what it returned."""
     return [
-        _response(
-            "resp_1",
+        openai_response(
             [
                 ResponseFunctionToolCall(
                     type="function_call",
@@ -112,8 +84,9 @@ def tool_round_trip(answer: str = ANSWER) -> list[Response]:
                     status="completed",
                 )
             ],
+            response_id="resp_1",
         ),
-        _response("resp_2", [_message(answer)]),
+        openai_response([output_message(answer)], response_id="resp_2"),
     ]
 
 
@@ -130,12 +103,7 @@ class FakeModelServer:
         return httpx.Response(200, json=response.model_dump(mode="json"))
 
     def model(self) -> OpenAIResponsesModel:
-        client = openai.AsyncOpenAI(
-            api_key="sk-test",
-            base_url="https://api.openai.test/v1",
-            http_client=httpx.AsyncClient(transport=httpx.MockTransport(self.handle)),
-        )
-        return OpenAIResponsesModel("gpt-4.1-mini", client)
+        return OpenAIResponsesModel("gpt-4.1-mini", mock_async_openai(self.handle))
 
 
 @function_tool
@@ -169,23 +137,12 @@ def rag_agent(server: FakeModelServer, tool: Any = search_docs) -> Agent[Any]:
 def expected_tool_inputs() -> dict[str, Any]:
     """The tool's documents as candidates (one method, named after the tool), both markers valid."""
     return {
-        "candidates": [
-            {
-                "retrievalScores": {"search_docs": score},
-                "combinedScore": score,
-                "documentId": doc_id,
-                "rank": rank,
-            }
-            for rank, (doc_id, score, _) in enumerate(DOCUMENTS, start=1)
-        ],
+        "candidates": candidates(DOCUMENTS, "search_docs"),
         "citationCount": 2,
         "invalidCitationCount": 0,
         "citationCoverageScore": 1.0,
         "supportLevel": "medium",  # the default: nothing on these spans says more
     }
-
-
-Traced = tuple[InMemorySpanExporter, TracerProvider]
 
 
 def _traced(
@@ -487,8 +444,7 @@ FILE_RESULTS = [
 
 
 def file_search_response(*, results: bool = True) -> Response:
-    return _response(
-        "resp_fs",
+    return openai_response(
         [
             ResponseFileSearchToolCall(
                 id="fs_1",
@@ -502,7 +458,7 @@ def file_search_response(*, results: bool = True) -> Response:
                 if results
                 else None,
             ),
-            _message(
+            output_message(
                 FILE_ANSWER,
                 [
                     AnnotationFileCitation(
@@ -514,6 +470,7 @@ def file_search_response(*, results: bool = True) -> Response:
                 ],
             ),
         ],
+        response_id="resp_fs",
     )
 
 
@@ -586,8 +543,7 @@ def web_search_response() -> Response:
         annotations.append(
             AnnotationURLCitation(type="url_citation", start_index=start, end_index=end, url=url, title=url)
         )
-    return _response(
-        "resp_ws",
+    return openai_response(
         [
             ResponseFunctionWebSearch.model_validate(
                 {
@@ -597,8 +553,9 @@ def web_search_response() -> Response:
                     "action": {"type": "search", "query": "Iceland population capital"},
                 }
             ),
-            _message(WEB_ANSWER, annotations),
+            output_message(WEB_ANSWER, annotations),
         ],
+        response_id="resp_ws",
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,8 +23,6 @@ from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseCreatedEvent,
     ResponseFileSearchToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
     ResponseTextDeltaEvent,
 )
 from openai.types.responses.response_file_search_tool_call import Result
@@ -45,7 +42,8 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.fake_openai import mock_openai, openai_response, output_message
+from tests.instrumented import records, scored, traced_fixture
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -75,16 +73,8 @@ def file_search_response(
 ) -> Response:
     """A Response as OpenAI returns it for a file_search call: the search item (with ``results`` only when the
     request included them), then the message with its file citations."""
-    return Response(
-        id=response_id,
-        created_at=1_764_500_000,
-        model="gpt-4.1-mini-2025-04-14",
-        object="response",
-        status="completed",
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=TOOLS,
-        output=[
+    return openai_response(
+        [
             ResponseFileSearchToolCall(
                 id="fs_1",
                 type="file_search_call",
@@ -97,25 +87,18 @@ def file_search_response(
                 if results
                 else None,
             ),
-            ResponseOutputMessage(
-                id="msg_1",
-                type="message",
-                role="assistant",
-                status="completed",
-                content=[
-                    ResponseOutputText(
-                        type="output_text",
-                        text=ANSWER,
-                        annotations=[
-                            AnnotationFileCitation(
-                                type="file_citation", file_id=file_id, filename=f"{file_id}.md", index=index
-                            )
-                            for file_id, index in zip(cited, (31, len(ANSWER), len(ANSWER)), strict=False)
-                        ],
+            output_message(
+                ANSWER,
+                [
+                    AnnotationFileCitation(
+                        type="file_citation", file_id=file_id, filename=f"{file_id}.md", index=index
                     )
+                    for file_id, index in zip(cited, (31, len(ANSWER), len(ANSWER)), strict=False)
                 ],
             ),
         ],
+        response_id=response_id,
+        tools=TOOLS,
     )
 
 
@@ -143,11 +126,7 @@ def fake_openai(response: Response, requests: list[dict[str, Any]], *, stream: b
         body = "".join(f"event: {event.type}\ndata: {event.model_dump_json()}\n\n" for event in events)
         return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
 
-    return openai.OpenAI(
-        api_key="sk-test",
-        base_url="https://api.openai.test/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(handle)),
-    )
+    return mock_openai(handle)
 
 
 def ask(client: openai.OpenAI, *, include: bool = True) -> str:
@@ -185,26 +164,10 @@ def expected_inputs(cited: tuple[str, ...] = ("file-atlas", "file-rivers")) -> d
     }
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceOpenAIInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    """Exports through ConfidenceSpanProcessor, as an application would."""
-    yield from traced(
-        OpenInferenceOpenAIInstrumentor(),
-        confidence_processor,
-    )
-
-
-@pytest.fixture()
-def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(
-        OpenLLMetryOpenAIInstrumentor(),
-        confidence_processor,
-    )
+openinference = traced_fixture(OpenInferenceOpenAIInstrumentor, SimpleSpanProcessor)
+# Exporting through ConfidenceSpanProcessor, as an application would.
+openinference_scored = traced_fixture(OpenInferenceOpenAIInstrumentor)
+openllmetry = traced_fixture(OpenLLMetryOpenAIInstrumentor)
 
 
 # -- what the instrumentors record -----------------------------------------------------------------------------
@@ -399,23 +362,7 @@ def test_a_response_that_did_not_search_is_no_retrieval(
     exporter, _ = openinference
     response = file_search_response()
     quoting = response.model_copy(
-        update={
-            "output": [
-                ResponseOutputMessage(
-                    id="msg_1",
-                    type="message",
-                    role="assistant",
-                    status="completed",
-                    content=[
-                        ResponseOutputText(
-                            type="output_text",
-                            text='Items look like {"type": "file_search_call"}.',
-                            annotations=[],
-                        )
-                    ],
-                )
-            ]
-        }
+        update={"output": [output_message('Items look like {"type": "file_search_call"}.')]}
     )
     ask(fake_openai(quoting, []))
     (span,) = records(exporter)
