@@ -268,26 +268,6 @@ def test_the_openai_tracer_beneath_changes_nothing(retriever_tool_with_openai: T
     assert [span.name for span in scored(exporter)] == ["Agent workflow"]
 
 
-def test_a_retriever_tool_returning_text_leaves_its_citations_unjudged(retriever_tool: Traced) -> None:
-    """A tool returning formatted text (the usual shape for a model) gives the tracer no documents to write:
-    the RETRIEVER span holds only ``output.value``. Which documents ``[1]`` and ``[2]`` name is unknown, so no
-    citation input is derived (they are not counted invalid), and the span counts as unreadable."""
-    exporter, _ = retriever_tool
-    run(rag_agent(FakeModelServer(tool_round_trip()), search_docs_as_text))
-
-    (tool,) = _by_name(exporter.get_finished_spans())["search_docs"]
-    attributes = dict(tool.attributes or {})
-    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
-    assert attributes[semconv.OI_OUTPUT_VALUE].startswith("[1] kb-leave: ")
-    assert not any(key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS) for key in attributes)
-
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
-    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
-
-
 @function_tool(name_override="search_docs")
 def search_docs_as_dict(query: str) -> dict[str, Any]:
     """Search the HR knowledge base (the formatted results under a key, with the query echoed)."""
@@ -300,19 +280,31 @@ def _formatted() -> str:
     )
 
 
-def test_a_retriever_tool_returning_text_in_an_object_leaves_its_citations_unjudged(
-    retriever_tool: Traced,
+@pytest.mark.parametrize(
+    ("tool", "results_of"),
+    [
+        (search_docs_as_text, lambda output: output),
+        (search_docs_as_dict, lambda output: json.loads(output)["results"]),
+    ],
+    ids=["text", "text in an object"],
+)
+def test_a_retriever_tool_returning_text_leaves_its_citations_unjudged(
+    retriever_tool: Traced, tool: Any, results_of: Callable[[str], str]
 ) -> None:
-    """A tool returning a dict is written as its JSON (the Agents tracer lists documents only for a list of
+    """A tool returning formatted text (the usual shape for a model) gives the tracer no documents to write:
+    the RETRIEVER span holds only ``output.value``. Which documents ``[1]`` and ``[2]`` name is unknown, so no
+    citation input is derived (they are not counted invalid), and the span counts as unreadable.
+
+    A tool returning a dict is written as its JSON (the Agents tracer lists documents only for a list of
     objects): the formatted results under ``results`` are as unreadable as the bare text, so ``[1]``, ``[2]`` are
     not counted invalid. The query it echoes is the tool's own input, no result."""
     exporter, _ = retriever_tool
-    run(rag_agent(FakeModelServer(tool_round_trip()), search_docs_as_dict))
+    run(rag_agent(FakeModelServer(tool_round_trip()), tool))
 
-    (tool,) = _by_name(exporter.get_finished_spans())["search_docs"]
-    attributes = dict(tool.attributes or {})
+    (tool_span,) = _by_name(exporter.get_finished_spans())["search_docs"]
+    attributes = dict(tool_span.attributes or {})
     assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
-    assert json.loads(attributes[semconv.OI_OUTPUT_VALUE])["results"].startswith("[1] kb-leave: ")
+    assert results_of(attributes[semconv.OI_OUTPUT_VALUE]).startswith("[1] kb-leave: ")
     assert not any(key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS) for key in attributes)
 
     (group,) = find_answers(records(exporter))
