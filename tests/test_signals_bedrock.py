@@ -44,7 +44,7 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
+from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced, traced_fixture
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -234,18 +234,9 @@ def retrieve_and_generate_stream(client: BaseClient) -> str:
     return "".join(event["output"]["text"] for event in response["stream"] if "output" in event)
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceBedrockInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    """Exports through ConfidenceSpanProcessor, as an application would."""
-    yield from traced(
-        OpenInferenceBedrockInstrumentor(),
-        confidence_processor,
-    )
+openinference = traced_fixture(OpenInferenceBedrockInstrumentor, SimpleSpanProcessor)
+# Exporting through ConfidenceSpanProcessor, as an application would.
+openinference_scored = traced_fixture(OpenInferenceBedrockInstrumentor)
 
 
 @pytest.fixture(params=["openllmetry", "botocore"])

@@ -39,7 +39,7 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
+from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced, traced_fixture
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -189,14 +189,8 @@ def expected_inputs(*, cited: int, invalid: int = 0, coverage: float) -> dict[st
     }
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
+openinference = traced_fixture(OpenInferenceInstrumentor, SimpleSpanProcessor)
+openinference_scored = traced_fixture(OpenInferenceInstrumentor)
 
 
 class _Contrib(ContribInstrumentor):  # type: ignore[misc]

@@ -45,6 +45,7 @@ from rag_confidence.signals import (
     find_answers,
     records_from_readable_spans,
 )
+from tests.instrumented import traced
 
 CORPUS = {
     "doc-1": ("Paris is the capital of France.", {"document_type": "atlas", "last_updated": "2024-05-01"}),
@@ -137,28 +138,14 @@ def format_documents(documents: list[Document]) -> str:
 
 @pytest.fixture(scope="module")
 def openinference() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(LangChainInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 @pytest.fixture(scope="module")
 def openllmetry() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = OpenLLMetryLangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(OpenLLMetryLangchainInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 def _end_time(span: Any) -> int:

@@ -27,12 +27,12 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
+from tests.instrumented import traced
 
 TEXTS = {
     "doc-paris": ("Paris is the capital of France.", {"document_type": "atlas", "content_hash": "sha256:aa"}),
@@ -132,15 +132,8 @@ class OverlapReranker(BaseNodePostprocessor):
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = LlamaIndexInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(LlamaIndexInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 def build_index(embedding: BaseEmbedding) -> VectorStoreIndex:
