@@ -324,15 +324,30 @@ GradeRoute = Literal["generate_answer", "rewrite_question"]
 GENERATED = "Paris is the capital of France [doc-1]."
 
 
+def query_or_respond(response_model: ToolCallingChatModel, tool: BaseTool) -> StateGraph[Any]:
+    """The start both RAG tutorials' graphs share: ``generate_query_or_respond`` (the model, bound to the
+    retriever tool, calls it or answers) routes a tool call to ``retrieve`` (a ``ToolNode``), an answer to the
+    end. The caller adds the nodes after ``retrieve``."""
+
+    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
+        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    workflow = StateGraph(MessagesState)
+    workflow.add_node(generate_query_or_respond)
+    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow.add_edge(START, "generate_query_or_respond")
+    workflow.add_conditional_edges(
+        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
+    )
+    return workflow
+
+
 def agentic_rag_graph(
     response_model: ToolCallingChatModel, grader_model: ToolCallingChatModel, tool: BaseTool
 ) -> Any:
     """The LangGraph agentic RAG tutorial's graph: a grader (JSON mode, as ``with_structured_output`` asks
     OpenAI models by default) routes a retrieval to the answer or to a rewrite of the question."""
-
-    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
-        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
-        return {"messages": [bound.invoke(state["messages"])]}
 
     def grade_documents(state: MessagesState) -> GradeRoute:
         question, context = state["messages"][0].content, state["messages"][-1].content
@@ -353,15 +368,9 @@ def agentic_rag_graph(
         question, context = state["messages"][0].content, state["messages"][-1].content
         return {"messages": [response_model.invoke([("user", f"Question: {question}\nContext: {context}")])]}
 
-    workflow = StateGraph(MessagesState)
-    workflow.add_node(generate_query_or_respond)
-    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow = query_or_respond(response_model, tool)
     workflow.add_node(rewrite_question)
     workflow.add_node(generate_answer)
-    workflow.add_edge(START, "generate_query_or_respond")
-    workflow.add_conditional_edges(
-        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
-    )
     workflow.add_conditional_edges("retrieve", grade_documents)
     workflow.add_edge("generate_answer", END)
     workflow.add_edge("rewrite_question", "generate_query_or_respond")
@@ -411,10 +420,6 @@ def self_rag_graph(
     With ``tracer``, the grader runs inside an ``EVALUATOR`` span of the application's, as docs/signals.md
     advises for an inline judge."""
 
-    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
-        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
-        return {"messages": [bound.invoke(state["messages"])]}
-
     def generate_answer(state: MessagesState) -> dict[str, Any]:
         context = state["messages"][-1].content
         return {"messages": [response_model.invoke([("user", f"Context: {context}\nQuestion: {QUESTION}")])]}
@@ -429,14 +434,8 @@ def self_rag_graph(
                 verdict = grader_model.invoke(prompt)
         return "useful" if json.loads(str(verdict.content))["binary_score"] == "yes" else "not useful"
 
-    workflow = StateGraph(MessagesState)
-    workflow.add_node(generate_query_or_respond)
-    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow = query_or_respond(response_model, tool)
     workflow.add_node(generate_answer)
-    workflow.add_edge(START, "generate_query_or_respond")
-    workflow.add_conditional_edges(
-        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
-    )
     workflow.add_edge("retrieve", "generate_answer")
     workflow.add_conditional_edges(
         "generate_answer", grade_generation, {"useful": END, "not useful": "generate_query_or_respond"}
