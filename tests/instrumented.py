@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -107,6 +108,24 @@ def scored(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
         for span in exporter.get_finished_spans()
         if semconv.RAG_CONFIDENCE_TOTAL in (span.attributes or {})
     ]
+
+
+def score_points(reader: InMemoryMetricReader) -> list[HistogramDataPoint]:
+    """The data points of the score histogram (``rag.confidence.score``) the processor recorded into
+    ``reader``: one per attribute set, each counting the scorecards."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.METRIC_SCORE
+        for point in metric.data.data_points
+    ]
+    histogram = [point for point in points if isinstance(point, HistogramDataPoint)]
+    assert histogram == points
+    return histogram
 
 
 def assert_scored_as(
