@@ -147,6 +147,38 @@ def assert_scored_as(
     return signals
 
 
+def assert_scoreable(inputs: dict[str, Any]) -> None:
+    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
+    there are candidates; without any, "no candidates" is the one warning expected."""
+    if inputs["candidates"]:
+        scorecard = compute_confidence(inputs, {"validation": "strict"})
+    else:
+        scorecard = compute_confidence(inputs)
+        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
+    assert 0 <= scorecard.total <= 100
+    assert scorecard.meta.raw_total is not None
+
+
+def assert_feedback_grades_the_answer(call: SpanRecord) -> None:
+    """``call`` (a model call that retrieved and answered, alone in its trace) with a ``faithfulness``
+    evaluation a judge attached to it (OpenInference ``evaluations.0.*``): read as the answer's faithfulness,
+    which also states the support level."""
+    judged = SpanRecord(
+        call.trace_id,
+        call.span_id,
+        call.parent_span_id,
+        call.name,
+        {
+            **call.attributes,
+            "evaluations.0.evaluation.name": "faithfulness",
+            "evaluations.0.evaluation.score": 0.9,
+        },
+    )
+    signals = extract_signals(find_answers([judged])[0].spans)
+    assert signals.inputs["faithfulnessScore"] == 0.9
+    assert signals.inputs["supportLevel"] == "high"
+
+
 class LoopbackService:
     """A model API on loopback (there is no network here): every POST is answered by ``respond(path, body)``,
     which returns the content type and the bytes to send. ``url`` is the base URL for the real client."""

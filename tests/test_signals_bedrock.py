@@ -44,7 +44,15 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced, traced_fixture
+from tests.instrumented import (
+    LoopbackService,
+    assert_feedback_grades_the_answer,
+    confidence_processor,
+    records,
+    scored,
+    traced,
+    traced_fixture,
+)
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -471,21 +479,9 @@ def test_feedback_on_retrieve_and_generate_is_about_its_answer(
     """Span feedback on a retriever grades the retrieval; on a call that retrieved and answered, the answer."""
     exporter, _ = openinference
     retrieve_and_generate(stubbed("bedrock-agent-runtime", ("retrieve_and_generate", rag_response())))
-    (span,) = records(exporter)
-    judged = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        None,
-        span.name,
-        {
-            **span.attributes,
-            "evaluations.0.evaluation.name": "faithfulness",
-            "evaluations.0.evaluation.score": 0.9,
-        },
-    )
-    signals = extract_signals(find_answers([judged])[0].spans)
-    assert signals.inputs["faithfulnessScore"] == 0.9
-    assert signals.inputs["supportLevel"] == "high"
+    (call,) = records(exporter)
+    assert call.parent_span_id is None
+    assert_feedback_grades_the_answer(call)
 
 
 # -- the workaround where the spans do not carry the results ----------------------------------------------------

@@ -43,7 +43,7 @@ from rag_confidence.signals import (
     may_hold_answer,
 )
 from tests.fake_openai import mock_openai, openai_response, output_message
-from tests.instrumented import records, scored, traced_fixture
+from tests.instrumented import assert_feedback_grades_the_answer, records, scored, traced_fixture
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -323,21 +323,9 @@ def test_feedback_on_the_call_is_about_its_answer(
     answer (here an OpenInference evaluation a judge attached to the recorded span)."""
     exporter, _ = openinference
     ask(fake_openai(file_search_response(), []))
-    (span,) = records(exporter)
-    judged = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        span.parent_span_id,
-        span.name,
-        {
-            **span.attributes,
-            "evaluations.0.evaluation.name": "faithfulness",
-            "evaluations.0.evaluation.score": 0.9,
-        },
-    )
-    signals = extract_signals(find_answers([judged])[0].spans)
-    assert signals.inputs["faithfulnessScore"] == 0.9
-    assert signals.inputs["supportLevel"] == "high"
+    (call,) = records(exporter)
+    assert call.parent_span_id is None
+    assert_feedback_grades_the_answer(call)
 
 
 def test_a_tool_span_around_a_file_search_call_answers(
