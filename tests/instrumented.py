@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from opentelemetry import trace
@@ -203,3 +203,20 @@ class LoopbackService:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+FakeT = TypeVar("FakeT", bound="LoopbackFake")
+
+
+class LoopbackFake:
+    """Base of a provider API faked on loopback (there is no network here; only the provider is faked, its
+    client is the real one): the subclass answers requests through ``self.service``, a
+    :class:`LoopbackService`. As a context manager it shuts that server down on leaving."""
+
+    service: LoopbackService
+
+    def __enter__(self: FakeT) -> FakeT:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.service.close()

@@ -42,6 +42,7 @@ from rag_confidence.signals import (
     may_hold_answer,
 )
 from tests.instrumented import (
+    LoopbackFake,
     LoopbackService,
     assert_scored_as,
     records,
@@ -219,7 +220,7 @@ def _message(content: list[TextBlock]) -> Message:
     )
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackFake):
     """A loopback server answering every ``POST /v1/messages`` with one message (no network here): as JSON, or
     for a request with ``"stream": true`` as the Messages API's server-sent events (:func:`message_events`)."""
 
@@ -272,9 +273,8 @@ def message_events(message: Message) -> bytes:
 
 @pytest.fixture()
 def claude() -> Iterator[FakeAnthropic]:
-    fake = FakeAnthropic()
-    yield fake
-    fake.service.close()
+    with FakeAnthropic() as fake:
+        yield fake
 
 
 openinference = traced_fixture(OpenInferenceInstrumentor)

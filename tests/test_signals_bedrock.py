@@ -45,6 +45,7 @@ from rag_confidence.signals import (
     may_hold_answer,
 )
 from tests.instrumented import (
+    LoopbackFake,
     LoopbackService,
     assert_feedback_grades_the_answer,
     confidence_processor,
@@ -210,7 +211,7 @@ def event_stream(response: dict[str, Any], *, nested_citations: bool = False) ->
     return b"".join(frames)
 
 
-class FakeAgentRuntime:
+class FakeAgentRuntime(LoopbackFake):
     """A loopback ``bedrock-agent-runtime`` answering every request with ``body`` (no network here)."""
 
     def __init__(self, body: bytes) -> None:
@@ -229,9 +230,8 @@ class FakeAgentRuntime:
 
 @pytest.fixture()
 def agent_runtime() -> Iterator[FakeAgentRuntime]:
-    fake = FakeAgentRuntime(event_stream(rag_response()))
-    yield fake
-    fake.service.close()
+    with FakeAgentRuntime(event_stream(rag_response())) as fake:
+        yield fake
 
 
 def retrieve_and_generate_stream(client: BaseClient) -> str:
@@ -545,14 +545,11 @@ def test_under_openllmetry_or_botocore_a_retrieval_span_of_your_own_is_scored(
 def test_the_event_stream_fake_is_what_botocore_decodes() -> None:
     """The loopback's frames are read by botocore's own event-stream parser, checksums checked: the events the
     client yields are the ones encoded."""
-    fake = FakeAgentRuntime(event_stream(rag_response()))
-    try:
+    with FakeAgentRuntime(event_stream(rag_response())) as fake:
         response = fake.client().retrieve_and_generate_stream(  # type: ignore[attr-defined]
             input={"text": QUESTION}, retrieveAndGenerateConfiguration=RAG_CONFIGURATION
         )
         events = list(response["stream"])
-    finally:
-        fake.service.close()
     assert "".join(event["output"]["text"] for event in events if "output" in event) == ANSWER
     citations = [event["citation"] for event in events if "citation" in event]
     assert citations == rag_response()["citations"]
@@ -595,11 +592,8 @@ def test_citation_events_under_the_deprecated_member_only_leave_the_citations_un
     the answer is still scored, on its text, with no citation input at all, rather than as one citing nothing
     (``citationCount`` 0 would count against it)."""
     exporter, _ = openinference_scored
-    fake = FakeAgentRuntime(event_stream(rag_response(), nested_citations=True))
-    try:
+    with FakeAgentRuntime(event_stream(rag_response(), nested_citations=True)) as fake:
         assert retrieve_and_generate_stream(fake.client()) == ANSWER
-    finally:
-        fake.service.close()
 
     (span,) = records(exporter)
     assert not any(key.startswith("retrieval.documents.") for key in span.attributes)

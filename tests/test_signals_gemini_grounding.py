@@ -39,7 +39,15 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced, traced_fixture
+from tests.instrumented import (
+    LoopbackFake,
+    LoopbackService,
+    confidence_processor,
+    records,
+    scored,
+    traced,
+    traced_fixture,
+)
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -101,7 +109,7 @@ def grounded_response(supports: list[types.GroundingSupport] | None = None) -> t
     )
 
 
-class FakeGemini:
+class FakeGemini(LoopbackFake):
     """A loopback server answering every ``generateContent`` request with one response (no network here)."""
 
     def __init__(self) -> None:
@@ -161,9 +169,8 @@ def _pieces(
 
 @pytest.fixture()
 def gemini() -> Iterator[FakeGemini]:
-    fake = FakeGemini()
-    yield fake
-    fake.service.close()
+    with FakeGemini() as fake:
+        yield fake
 
 
 # A Gemini API file search store (the Developer API's hosted retrieval; Vertex AI Search and the RAG Engine

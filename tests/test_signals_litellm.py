@@ -39,6 +39,7 @@ from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, scored_
 from rag_confidence.signals import extract_signals, find_answers  # noqa: E402
 from tests.fake_openai import chat_completion, chat_completion_events  # noqa: E402
 from tests.instrumented import (  # noqa: E402
+    LoopbackFake,
     LoopbackService,
     assert_scored_as,
     candidates,
@@ -69,7 +70,7 @@ ANSWER = "Paris is the capital of France [1]. The Loire is the longest river in 
 CALLS = ("completion", "acompletion", "stream", "astream")
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackFake):
     """OpenAI's Chat Completions API on loopback (no network here; LiteLLM makes its own HTTP client, so the
     server is a real one its ``api_base`` points at), answering every ``POST /v1/chat/completions`` with
     ``text``: a ``chat.completion`` JSON body, or ``chat.completion.chunk`` server-sent events word by word when
@@ -93,9 +94,8 @@ class FakeOpenAI:
 
 @pytest.fixture()
 def model() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.service.close()
+    with FakeOpenAI() as fake:
+        yield fake
 
 
 openinference = traced_fixture(OpenInferenceInstrumentor)
