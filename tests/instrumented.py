@@ -25,6 +25,8 @@ from rag_confidence.signals import (
     ExtractedSignals,
     extract_signals,
     find_answers,
+    is_retrieval_span,
+    may_hold_answer,
     records_from_readable_spans,
 )
 from rag_confidence.signals.records import SpanRecord
@@ -145,6 +147,18 @@ def assert_scored_as(
     assert answer.attributes is not None
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
     return signals
+
+
+def bare_call_signals(exporter: InMemorySpanExporter) -> ExtractedSignals:
+    """The trace of a model call with hosted retrieval and no span of the application's around it: one span, a
+    retrieval that may hold an answer, and so its own answer (the root rule). Returns its signals."""
+    spans = records(exporter)
+    (span,) = spans
+    assert is_retrieval_span(span)
+    assert may_hold_answer(span.attributes)
+    (group,) = find_answers(spans)
+    assert group.answer is span and group.rule == "root"
+    return extract_signals(group.spans)
 
 
 def assert_scoreable(inputs: dict[str, Any]) -> None:

@@ -41,13 +41,13 @@ from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
     find_answers,
-    is_retrieval_span,
-    may_hold_answer,
 )
 from tests.instrumented import (
     LoopbackFake,
     LoopbackService,
     assert_feedback_grades_the_answer,
+    assert_scored_as,
+    bare_call_signals,
     confidence_processor,
     records,
     scored,
@@ -382,12 +382,7 @@ def test_a_bare_retrieve_and_generate_is_its_own_answer(
     exporter, _ = openinference
     retrieve_and_generate(stubbed("bedrock-agent-runtime", ("retrieve_and_generate", rag_response())))
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span) and may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     expected = {"candidates": [], "citationCount": 2, "invalidCitationCount": 0, "supportLevel": "medium"}
     assert signals.inputs == expected
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
@@ -419,6 +414,16 @@ def test_the_span_processor_scores_retrieve_and_generate_bare_and_inside_a_reque
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
 
 
+def cited_chunks_inputs() -> dict[str, Any]:
+    """``retrieve``'s chunks as candidates, two of them cited by the answer, none invalid."""
+    return {
+        "candidates": retrieve_candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "supportLevel": "medium",
+    }
+
+
 def test_retrieve_beside_retrieve_and_generate_scores_the_cited_chunks(
     openinference: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:
@@ -435,12 +440,7 @@ def test_retrieve_beside_retrieve_and_generate_scores_the_cited_chunks(
         retrieve(client)
         retrieve_and_generate(client)
 
-    expected = {
-        "candidates": retrieve_candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "supportLevel": "medium",
-    }
+    expected = cited_chunks_inputs()
     (group,) = find_answers(records(exporter))
     signals = extract_signals(group.spans)
     assert signals.inputs == expected
@@ -525,18 +525,7 @@ def test_under_openllmetry_or_botocore_a_retrieval_span_of_your_own_is_scored(
         }
         record_signals(citation_count=len(cited), invalid_citation_count=0)
 
-    expected = {
-        "candidates": retrieve_candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "supportLevel": "medium",
-    }
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == "POST /ask"
-    assert extract_signals(group.spans).inputs == expected
-    (scored_span,) = scored(exporter)
-    assert scored_span.attributes is not None
-    assert scored_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    assert_scored_as(exporter, cited_chunks_inputs(), "POST /ask")
 
 
 # -- retrieve_and_generate_stream ------------------------------------------------------------------------------

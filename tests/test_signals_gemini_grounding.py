@@ -37,11 +37,11 @@ from rag_confidence.signals import (
     extract_signals,
     find_answers,
     is_retrieval_span,
-    may_hold_answer,
 )
 from tests.instrumented import (
     LoopbackFake,
     LoopbackService,
+    bare_call_signals,
     confidence_processor,
     records,
     scored,
@@ -270,13 +270,7 @@ def test_a_bare_grounded_call_is_its_own_answer(
     exporter, _ = openinference
     ask(gemini.client())
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span)
-    assert may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     expected = expected_inputs(cited=2, coverage=1.0)
     assert signals.inputs == expected
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3

@@ -43,7 +43,13 @@ from rag_confidence.signals import (
     may_hold_answer,
 )
 from tests.fake_openai import mock_openai, openai_response, output_message
-from tests.instrumented import assert_feedback_grades_the_answer, records, scored, traced_fixture
+from tests.instrumented import (
+    assert_feedback_grades_the_answer,
+    bare_call_signals,
+    records,
+    scored,
+    traced_fixture,
+)
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -229,13 +235,7 @@ def test_a_bare_file_search_call_is_its_own_answer(
     exporter, _ = openinference
     ask(fake_openai(file_search_response(), []))
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span)
-    assert may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     assert signals.inputs == expected_inputs()
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
