@@ -45,6 +45,7 @@ from rag_confidence.signals import (
 from tests.fake_openai import mock_openai, openai_response, output_message
 from tests.instrumented import (
     assert_feedback_grades_the_answer,
+    assert_scored_as,
     bare_call_signals,
     records,
     scored,
@@ -453,13 +454,7 @@ def test_under_openllmetry_a_retrieval_span_of_your_own_is_scored(
 
     expected = expected_inputs()
     del expected["citationCount"], expected["invalidCitationCount"]
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == "POST /ask"
-    signals = extract_signals(group.spans)
-    assert signals.inputs == expected
-    (answer,) = scored(exporter)
-    assert answer.attributes is not None
-    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    assert_scored_as(exporter, expected, "POST /ask")
 
 
 def test_a_value_cut_short_is_a_search_only_where_the_response_itself_holds_one() -> None:
