@@ -443,17 +443,24 @@ def self_rag_graph(
     return workflow.compile()
 
 
+def useful_self_rag(store: InMemoryVectorStore, tracer: Any = None) -> Any:
+    """:func:`self_rag_graph` scripted to retrieve once (``capital city of France``, two documents), answer
+    ``GENERATED`` and grade that answer useful (the fake chat models replay the script)."""
+    return self_rag_graph(
+        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
+        model('{"binary_score": "yes"}'),
+        atlas_tool(store, k=2, name="retrieve_atlas"),
+        tracer,
+    )
+
+
 def test_a_grader_after_the_generation_is_not_read_as_the_answer(
     tracing: tuple[str, InMemorySpanExporter, TracerProvider],
 ) -> None:
     name, exporter, _ = tracing
     store = make_store()
     retrieved = hits(store, "capital city of France", k=2)
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-    )
+    graph = useful_self_rag(store)
 
     assert graph.invoke({"messages": [("user", QUESTION)]})["messages"][-1].content == GENERATED
 
@@ -481,12 +488,7 @@ def test_an_evaluator_span_in_a_graph_node_does_not_hold_the_graders_model_call(
     parent a model call to the LangChain run that made it, not to the span current when it was made."""
     name, exporter, provider = tracing
     store = make_store()
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-        tracer=provider.get_tracer("app"),
-    )
+    graph = useful_self_rag(store, tracer=provider.get_tracer("app"))
     graph.invoke({"messages": [("user", QUESTION)]})
 
     spans = exporter.get_finished_spans()
@@ -512,11 +514,7 @@ def test_a_model_call_after_the_graph_is_still_the_answer(
     name, exporter, provider = tracing
     store = make_store()
     retrieved = hits(store, "capital city of France", k=2)
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-    )
+    graph = useful_self_rag(store)
     translator = model("Paris est la capitale de la France [doc-1]. Rome est en Italie [doc-9].")
     with provider.get_tracer("app").start_as_current_span("ask"):
         answer = graph.invoke({"messages": [("user", QUESTION)]})["messages"][-1].content
@@ -632,11 +630,7 @@ def test_gateway_scores_an_exported_self_rag_trace_like_the_processor(downstream
         provider = tracer_provider(exporter)
         instrumentor.instrument(tracer_provider=provider)
         try:
-            self_rag_graph(
-                model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-                model('{"binary_score": "yes"}'),
-                atlas_tool(store, k=2, name="retrieve_atlas"),
-            ).invoke({"messages": [("user", QUESTION)]})
+            useful_self_rag(store).invoke({"messages": [("user", QUESTION)]})
         finally:
             instrumentor.uninstrument()
         provider.shutdown()
