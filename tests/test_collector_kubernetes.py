@@ -188,7 +188,11 @@ def test_gateway_probes_hit_healthz_and_readyz_on_its_http_listener(objects: lis
             assert _probe_port(c, probe) == int(port)
 
 
-def test_collector_probes_hit_the_health_check_extension(objects: list[dict[str, Any]]) -> None:
+def collector_configs(
+    objects: list[dict[str, Any]],
+) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]]:
+    """Each collector container, its pod's volumes by name, and the config it reads: the ``config.yaml`` of the
+    ConfigMap mounted at ``/etc/otelcol``."""
     configmaps = by_name(objects, "ConfigMap")
     for d in of_kind(objects, "Deployment"):
         volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
@@ -199,10 +203,15 @@ def test_collector_probes_hit_the_health_check_extension(objects: list[dict[str,
             cfg = yaml.safe_load(
                 configmaps[volumes[mount["name"]]["configMap"]["name"]]["data"]["config.yaml"]
             )
-            health_port = int(cfg["extensions"]["health_check"]["endpoint"].rsplit(":", 1)[1])
-            for probe in (c["livenessProbe"], c["readinessProbe"]):
-                assert _probe_port(c, probe) == health_port
-                assert probe["httpGet"].get("path", "/") == cfg["extensions"]["health_check"].get("path", "/")
+            yield c, volumes, cfg
+
+
+def test_collector_probes_hit_the_health_check_extension(objects: list[dict[str, Any]]) -> None:
+    for c, _, cfg in collector_configs(objects):
+        health_port = int(cfg["extensions"]["health_check"]["endpoint"].rsplit(":", 1)[1])
+        for probe in (c["livenessProbe"], c["readinessProbe"]):
+            assert _probe_port(c, probe) == health_port
+            assert probe["httpGet"].get("path", "/") == cfg["extensions"]["health_check"].get("path", "/")
 
 
 def test_every_container_has_requests_limits_and_a_locked_down_security_context(
@@ -223,19 +232,10 @@ def test_every_container_has_requests_limits_and_a_locked_down_security_context(
 
 
 def test_queue_volume_is_mounted_where_file_storage_writes(objects: list[dict[str, Any]]) -> None:
-    configmaps = by_name(objects, "ConfigMap")
-    for d in of_kind(objects, "Deployment"):
-        volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
-        for c in containers(d):
-            if "opentelemetry-collector" not in c["image"]:
-                continue
-            mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/otelcol")
-            cfg = yaml.safe_load(
-                configmaps[volumes[mount["name"]]["configMap"]["name"]]["data"]["config.yaml"]
-            )
-            directory = cfg["extensions"]["file_storage"]["directory"]
-            queue = next(m for m in c["volumeMounts"] if m["mountPath"] == directory)
-            assert "readOnly" not in queue and "emptyDir" in volumes[queue["name"]]
+    for c, volumes, cfg in collector_configs(objects):
+        directory = cfg["extensions"]["file_storage"]["directory"]
+        queue = next(m for m in c["volumeMounts"] if m["mountPath"] == directory)
+        assert "readOnly" not in queue and "emptyDir" in volumes[queue["name"]]
 
 
 def test_hpas_scale_the_deployments(objects: list[dict[str, Any]]) -> None:

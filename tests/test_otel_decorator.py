@@ -25,6 +25,7 @@ from rag_confidence.otel import (
 )
 from rag_confidence.scoring import compute_confidence
 from rag_confidence.scoring.models import ConfidenceScorecard
+from tests import instrumented
 
 DOCS = [{"id": "policy-1", "score": 0.93}, {"id": "policy-2", "score": 0.81}]
 CANDIDATES = [
@@ -60,16 +61,7 @@ class Setup:
         return {span.name: span for span in self.exporter.get_finished_spans()}
 
     def score_count(self) -> int:
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        return sum(
-            point.count
-            for resource in data.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == semconv.METRIC_SCORE
-            for point in metric.data.data_points
-        )
+        return sum(point.count for point in instrumented.score_points(self.reader))
 
 
 @pytest.fixture
@@ -322,15 +314,7 @@ def test_decorator_metrics_carry_exemplars_of_the_answer_span(setup: Setup) -> N
 
     answer()
     span = setup.spans()["answer"]
-    data = setup.reader.get_metrics_data()
-    assert data is not None and span.context is not None
-    (point,) = [
-        point
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == semconv.METRIC_SCORE
-        for point in metric.data.data_points
-    ]
+    assert span.context is not None
+    (point,) = instrumented.score_points(setup.reader)
     (exemplar,) = point.exemplars
     assert (exemplar.trace_id, exemplar.span_id) == (span.context.trace_id, span.context.span_id)

@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import semconv
 from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, record_signals, scored_answer
 from rag_confidence.scoring import compute_confidence
+from tests import instrumented
 
 from .conftest import undo_openllmetry_langchain_callback_patch
 
@@ -85,16 +86,7 @@ class Telemetry:
         ]
 
     def score_points(self) -> int:
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        return sum(
-            point.count
-            for resource in data.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == semconv.METRIC_SCORE
-            for point in metric.data.data_points
-        )
+        return sum(point.count for point in instrumented.score_points(self.reader))
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from anthropic.types import (
     Usage,
 )
 from openinference.instrumentation.anthropic import AnthropicInstrumentor as OpenInferenceInstrumentor
+from opentelemetry import trace
 from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor as OpenLLMetryInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -40,7 +41,14 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
+from tests.instrumented import (
+    LoopbackFake,
+    LoopbackService,
+    assert_scored_as,
+    records,
+    scored,
+    traced_fixture,
+)
 
 MODEL = "claude-sonnet-4-6"
 QUESTION = "What is the capital of France, and which river is the longest there?"
@@ -212,7 +220,7 @@ def _message(content: list[TextBlock]) -> Message:
     )
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackFake):
     """A loopback server answering every ``POST /v1/messages`` with one message (no network here): as JSON, or
     for a request with ``"stream": true`` as the Messages API's server-sent events (:func:`message_events`)."""
 
@@ -265,34 +273,37 @@ def message_events(message: Message) -> bytes:
 
 @pytest.fixture()
 def claude() -> Iterator[FakeAnthropic]:
-    fake = FakeAnthropic()
-    yield fake
-    fake.service.close()
+    with FakeAnthropic() as fake:
+        yield fake
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
+openinference = traced_fixture(OpenInferenceInstrumentor)
+openllmetry = traced_fixture(OpenLLMetryInstrumentor)
 
 
-@pytest.fixture()
-def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenLLMetryInstrumentor(), confidence_processor)
+def request(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Messages API request: the content ``blocks`` (search results or documents), then the question."""
+    return {
+        "model": MODEL,
+        "max_tokens": 512,
+        "messages": [{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
+    }
+
+
+def retrieve(tracer: trace.Tracer) -> None:
+    """The application's own retrieval, reported on a GenAI retrieval span."""
+    with tracer.start_as_current_span("retrieval kb") as span:
+        span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
+        span.set_attribute("gen_ai.data_source.id", "kb")
+        span.set_attribute("gen_ai.retrieval.documents", json.dumps(HITS))
 
 
 def answer(client: anthropic.Anthropic, provider: TracerProvider, blocks: list[dict[str, Any]]) -> str:
     """The application: a request span, its own retrieval reported on a GenAI retrieval span, then Claude."""
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("POST /ask"):
-        with tracer.start_as_current_span("retrieval kb") as span:
-            span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
-            span.set_attribute("gen_ai.data_source.id", "kb")
-            span.set_attribute("gen_ai.retrieval.documents", json.dumps(HITS))
-        response = client.messages.create(
-            model=MODEL,
-            max_tokens=512,
-            messages=[{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
-        )
+        retrieve(tracer)
+        response = client.messages.create(**request(blocks))
     return "".join(block.text for block in response.content if block.type == "text")
 
 
@@ -302,20 +313,12 @@ def answer_streamed(
     """:func:`answer` with the answer streamed, as chat front ends do: ``client.messages.stream(...)`` (the
     SDK's helper) or ``client.messages.create(..., stream=True)`` (the raw events), read to the end."""
     tracer = provider.get_tracer("app")
-    request: dict[str, Any] = {
-        "model": MODEL,
-        "max_tokens": 512,
-        "messages": [{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}],
-    }
     with tracer.start_as_current_span("POST /ask"):
-        with tracer.start_as_current_span("retrieval kb") as span:
-            span.set_attribute(semconv.GEN_AI_OPERATION_NAME, "retrieval")
-            span.set_attribute("gen_ai.data_source.id", "kb")
-            span.set_attribute("gen_ai.retrieval.documents", json.dumps(HITS))
+        retrieve(tracer)
         if how == "messages.stream":
-            with client.messages.stream(**request) as stream:
+            with client.messages.stream(**request(blocks)) as stream:
                 return "".join(stream.text_stream)
-        events = client.messages.create(**request, stream=True)
+        events = client.messages.create(**request(blocks), stream=True)
         return "".join(
             event.delta.text
             for event in events
@@ -330,6 +333,18 @@ def candidates() -> list[dict[str, Any]]:
         {"documentId": "kb-loire", "retrievalScores": {"kb": 0.6}, "combinedScore": 0.6, "rank": 2},
         {"documentId": "kb-berlin", "retrievalScores": {"kb": 0.3}, "combinedScore": 0.3, "rank": 3},
     ]
+
+
+def two_cited() -> dict[str, Any]:
+    """The inputs of the answer citing the first two retrieved documents (Paris and the Loire), none invalid:
+    "According to the sources, Paris ... France." and "The Loire ..." cited, "Ask me more." not."""
+    return {
+        "candidates": candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 2 / 3,
+        "supportLevel": "medium",
+    }
 
 
 def _llm(exporter: InMemorySpanExporter) -> ReadableSpan:
@@ -401,14 +416,7 @@ def test_search_result_citations_count_by_source_against_the_application_retriev
     (group,) = find_answers(spans)
     assert group.answer.name == "POST /ask" and group.rule == "root"
     signals = extract_signals(group.spans)
-    expected = {
-        "candidates": candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        # "According to the sources, Paris ... France." and "The Loire ..." cited; "Ask me more." not.
-        "citationCoverageScore": 2 / 3,
-        "supportLevel": "medium",
-    }
+    expected = two_cited()
     assert signals.inputs == expected
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
     assert semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES not in signals.diagnostics
@@ -431,18 +439,7 @@ def test_document_citations_match_by_title_or_text(
     claude.message = document_message(cite_style_guide=False)
     answer(claude.client(), provider, documents())
 
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
-    expected = {
-        "candidates": candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 2 / 3,
-        "supportLevel": "medium",
-    }
-    assert signals.inputs == expected
-    (answer_span,) = scored(exporter)
-    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    assert_scored_as(exporter, two_cited())
 
 
 def test_a_cited_document_nobody_retrieved_is_no_invalid_citation_and_leaves_the_count_out(
@@ -455,19 +452,15 @@ def test_a_cited_document_nobody_retrieved_is_no_invalid_citation_and_leaves_the
     claude.message = document_message(cite_style_guide=True)
     answer(claude.client(), provider, documents())
 
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
     expected = {
         "candidates": candidates(),
         "invalidCitationCount": 0,
         "citationCoverageScore": 1.0,
         "supportLevel": "medium",
     }
-    assert signals.inputs == expected
+    signals = assert_scored_as(exporter, expected)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
-    (answer_span,) = scored(exporter)
-    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
 
 
 def test_citations_of_documents_nobody_retrieved_still_give_coverage_without_a_retrieval_span(
@@ -481,18 +474,11 @@ def test_citations_of_documents_nobody_retrieved_still_give_coverage_without_a_r
     exporter, provider = openinference
     claude.message = document_message(cite_style_guide=False)
     tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("POST /ask") as request:
-        request.set_attribute(semconv.RAG_ANSWER, True)
-        claude.client().messages.create(
-            model=MODEL,
-            max_tokens=512,
-            messages=[{"role": "user", "content": [*documents(), {"type": "text", "text": QUESTION}]}],
-        )
+    with tracer.start_as_current_span("POST /ask") as request_span:
+        request_span.set_attribute(semconv.RAG_ANSWER, True)
+        claude.client().messages.create(**request(documents()))
 
-    spans = records(exporter)
-    assert not any(is_retrieval_span(span) for span in spans)
-    (group,) = find_answers(spans)
-    signals = extract_signals(group.spans)
+    assert not any(is_retrieval_span(span) for span in records(exporter))
     expected = {
         "candidates": [],
         "invalidCitationCount": 0,
@@ -500,12 +486,10 @@ def test_citations_of_documents_nobody_retrieved_still_give_coverage_without_a_r
         "citationCoverageScore": 2 / 3,
         "supportLevel": "medium",
     }
-    assert signals.inputs == expected
+    signals = assert_scored_as(exporter, expected)
     # Two document citations, neither matching a retrieved document (there is none).
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 2
-    (answer_span,) = scored(exporter)
-    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
 
 
 def test_markers_beside_a_responses_citations_without_a_retrieval_span_derive_nothing() -> None:
@@ -551,20 +535,9 @@ def test_a_streamed_answer_scores_as_the_whole_message(
     assert attributes["llm.finish_reason"] == "end_turn"
     assert json.loads(attributes[semconv.OI_INPUT_VALUE])["messages"][0]["content"][:3] == blocks
 
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
-    expected = {
-        "candidates": candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 2 / 3,
-        "supportLevel": "medium",
-    }
-    assert signals.inputs == expected
+    signals = assert_scored_as(exporter, two_cited())
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "end_turn"
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
-    (answer_span,) = scored(exporter)
-    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
 
 
 @pytest.mark.parametrize("how", STREAMS)
@@ -583,13 +556,8 @@ def test_openllmetry_records_a_streamed_answer_as_a_whole_one_without_its_citati
     assert "citations" not in attributes[semconv.GEN_AI_OUTPUT_MESSAGES]
     assert tuple(attributes["gen_ai.response.finish_reasons"]) == ("stop",)
 
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
-    assert signals.inputs == {"candidates": candidates(), "supportLevel": "medium"}
+    signals = assert_scored_as(exporter, {"candidates": candidates(), "supportLevel": "medium"})
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
-    (answer_span,) = scored(exporter)
-    expected = compute_confidence({"candidates": candidates(), "supportLevel": "medium"})
-    assert answer_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
 
 
 # -- the reader on recorded attributes -------------------------------------------------------------------------

@@ -41,10 +41,19 @@ from rag_confidence.signals import (
     SpanRecord,
     extract_signals,
     find_answers,
-    is_retrieval_span,
-    may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
+from tests.instrumented import (
+    LoopbackFake,
+    LoopbackService,
+    assert_feedback_grades_the_answer,
+    assert_scored_as,
+    bare_call_signals,
+    confidence_processor,
+    records,
+    scored,
+    traced,
+    traced_fixture,
+)
 
 KNOWLEDGE_BASE = "KBATLAS123"
 MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
@@ -202,7 +211,7 @@ def event_stream(response: dict[str, Any], *, nested_citations: bool = False) ->
     return b"".join(frames)
 
 
-class FakeAgentRuntime:
+class FakeAgentRuntime(LoopbackFake):
     """A loopback ``bedrock-agent-runtime`` answering every request with ``body`` (no network here)."""
 
     def __init__(self, body: bytes) -> None:
@@ -221,9 +230,8 @@ class FakeAgentRuntime:
 
 @pytest.fixture()
 def agent_runtime() -> Iterator[FakeAgentRuntime]:
-    fake = FakeAgentRuntime(event_stream(rag_response()))
-    yield fake
-    fake.service.close()
+    with FakeAgentRuntime(event_stream(rag_response())) as fake:
+        yield fake
 
 
 def retrieve_and_generate_stream(client: BaseClient) -> str:
@@ -234,18 +242,9 @@ def retrieve_and_generate_stream(client: BaseClient) -> str:
     return "".join(event["output"]["text"] for event in response["stream"] if "output" in event)
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceBedrockInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    """Exports through ConfidenceSpanProcessor, as an application would."""
-    yield from traced(
-        OpenInferenceBedrockInstrumentor(),
-        confidence_processor,
-    )
+openinference = traced_fixture(OpenInferenceBedrockInstrumentor, SimpleSpanProcessor)
+# Exporting through ConfidenceSpanProcessor, as an application would.
+openinference_scored = traced_fixture(OpenInferenceBedrockInstrumentor)
 
 
 @pytest.fixture(params=["openllmetry", "botocore"])
@@ -425,12 +424,7 @@ def test_a_bare_retrieve_and_generate_is_its_own_answer(
     exporter, _ = openinference
     retrieve_and_generate(stubbed("bedrock-agent-runtime", ("retrieve_and_generate", rag_response())))
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span) and may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     expected = {"candidates": [], "citationCount": 2, "invalidCitationCount": 0, "supportLevel": "medium"}
     assert signals.inputs == expected
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
@@ -462,6 +456,16 @@ def test_the_span_processor_scores_retrieve_and_generate_bare_and_inside_a_reque
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
 
 
+def cited_chunks_inputs() -> dict[str, Any]:
+    """``retrieve``'s chunks as candidates, two of them cited by the answer, none invalid."""
+    return {
+        "candidates": retrieve_candidates(),
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "supportLevel": "medium",
+    }
+
+
 def test_retrieve_beside_retrieve_and_generate_scores_the_cited_chunks(
     openinference: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:
@@ -478,12 +482,7 @@ def test_retrieve_beside_retrieve_and_generate_scores_the_cited_chunks(
         retrieve(client)
         retrieve_and_generate(client)
 
-    expected = {
-        "candidates": retrieve_candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "supportLevel": "medium",
-    }
+    expected = cited_chunks_inputs()
     (group,) = find_answers(records(exporter))
     signals = extract_signals(group.spans)
     assert signals.inputs == expected
@@ -522,21 +521,9 @@ def test_feedback_on_retrieve_and_generate_is_about_its_answer(
     """Span feedback on a retriever grades the retrieval; on a call that retrieved and answered, the answer."""
     exporter, _ = openinference
     retrieve_and_generate(stubbed("bedrock-agent-runtime", ("retrieve_and_generate", rag_response())))
-    (span,) = records(exporter)
-    judged = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        None,
-        span.name,
-        {
-            **span.attributes,
-            "evaluations.0.evaluation.name": "faithfulness",
-            "evaluations.0.evaluation.score": 0.9,
-        },
-    )
-    signals = extract_signals(find_answers([judged])[0].spans)
-    assert signals.inputs["faithfulnessScore"] == 0.9
-    assert signals.inputs["supportLevel"] == "high"
+    (call,) = records(exporter)
+    assert call.parent_span_id is None
+    assert_feedback_grades_the_answer(call)
 
 
 # -- the workaround where the spans do not carry the results ----------------------------------------------------
@@ -580,18 +567,7 @@ def test_under_openllmetry_or_botocore_a_retrieval_span_of_your_own_is_scored(
         }
         record_signals(citation_count=len(cited), invalid_citation_count=0)
 
-    expected = {
-        "candidates": retrieve_candidates(),
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "supportLevel": "medium",
-    }
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == "POST /ask"
-    assert extract_signals(group.spans).inputs == expected
-    (scored_span,) = scored(exporter)
-    assert scored_span.attributes is not None
-    assert scored_span.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    assert_scored_as(exporter, cited_chunks_inputs(), "POST /ask")
 
 
 # -- retrieve_and_generate_stream ------------------------------------------------------------------------------
@@ -600,14 +576,11 @@ def test_under_openllmetry_or_botocore_a_retrieval_span_of_your_own_is_scored(
 def test_the_event_stream_fake_is_what_botocore_decodes() -> None:
     """The loopback's frames are read by botocore's own event-stream parser, checksums checked: the events the
     client yields are the ones encoded."""
-    fake = FakeAgentRuntime(event_stream(rag_response()))
-    try:
+    with FakeAgentRuntime(event_stream(rag_response())) as fake:
         response = fake.client().retrieve_and_generate_stream(  # type: ignore[attr-defined]
             input={"text": QUESTION}, retrieveAndGenerateConfiguration=RAG_CONFIGURATION
         )
         events = list(response["stream"])
-    finally:
-        fake.service.close()
     assert "".join(event["output"]["text"] for event in events if "output" in event) == ANSWER
     citations = [event["citation"] for event in events if "citation" in event]
     assert citations == rag_response()["citations"]
@@ -650,11 +623,8 @@ def test_citation_events_under_the_deprecated_member_only_leave_the_citations_un
     the answer is still scored, on its text, with no citation input at all, rather than as one citing nothing
     (``citationCount`` 0 would count against it)."""
     exporter, _ = openinference_scored
-    fake = FakeAgentRuntime(event_stream(rag_response(), nested_citations=True))
-    try:
+    with FakeAgentRuntime(event_stream(rag_response(), nested_citations=True)) as fake:
         assert retrieve_and_generate_stream(fake.client()) == ANSWER
-    finally:
-        fake.service.close()
 
     (span,) = records(exporter)
     assert not any(key.startswith("retrieval.documents.") for key in span.attributes)

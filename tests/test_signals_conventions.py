@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
 
-from rag_confidence import compute_confidence, semconv
+from rag_confidence import semconv
 from rag_confidence.signals import (
     EventRecord,
     SignalOptions,
@@ -24,6 +24,7 @@ from rag_confidence.signals import (
     find_answers,
     records_from_readable_spans,
 )
+from tests.instrumented import assert_scoreable
 
 
 def retrieval_span(tracer: Tracer, source: str, documents: object) -> None:
@@ -787,15 +788,3 @@ def test_events_given_as_log_records_count_like_span_events() -> None:
     signals = extract_signals([answer])
     assert_scoreable(signals.inputs)
     assert signals.inputs["supportLevel"] == "low" and signals.inputs["faithfulnessScore"] == 0.3
-
-
-def assert_scoreable(inputs: dict[str, Any]) -> None:
-    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
-    there are candidates; without any, "no candidates" is the one warning expected."""
-    if inputs["candidates"]:
-        scorecard = compute_confidence(inputs, {"validation": "strict"})
-    else:
-        scorecard = compute_confidence(inputs)
-        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
-    assert 0 <= scorecard.total <= 100
-    assert scorecard.meta.raw_total is not None

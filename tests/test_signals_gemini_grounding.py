@@ -37,9 +37,17 @@ from rag_confidence.signals import (
     extract_signals,
     find_answers,
     is_retrieval_span,
-    may_hold_answer,
 )
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced
+from tests.instrumented import (
+    LoopbackFake,
+    LoopbackService,
+    bare_call_signals,
+    confidence_processor,
+    records,
+    scored,
+    traced,
+    traced_fixture,
+)
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France."
@@ -101,7 +109,7 @@ def grounded_response(supports: list[types.GroundingSupport] | None = None) -> t
     )
 
 
-class FakeGemini:
+class FakeGemini(LoopbackFake):
     """A loopback server answering every ``generateContent`` request with one response (no network here)."""
 
     def __init__(self) -> None:
@@ -161,9 +169,8 @@ def _pieces(
 
 @pytest.fixture()
 def gemini() -> Iterator[FakeGemini]:
-    fake = FakeGemini()
-    yield fake
-    fake.service.close()
+    with FakeGemini() as fake:
+        yield fake
 
 
 # A Gemini API file search store (the Developer API's hosted retrieval; Vertex AI Search and the RAG Engine
@@ -189,14 +196,8 @@ def expected_inputs(*, cited: int, invalid: int = 0, coverage: float) -> dict[st
     }
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
+openinference = traced_fixture(OpenInferenceInstrumentor, SimpleSpanProcessor)
+openinference_scored = traced_fixture(OpenInferenceInstrumentor)
 
 
 class _Contrib(ContribInstrumentor):  # type: ignore[misc]
@@ -269,13 +270,7 @@ def test_a_bare_grounded_call_is_its_own_answer(
     exporter, _ = openinference
     ask(gemini.client())
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span)
-    assert may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     expected = expected_inputs(cited=2, coverage=1.0)
     assert signals.inputs == expected
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 3

@@ -24,13 +24,12 @@ from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from openinference.instrumentation.haystack import HaystackInstrumentor
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
-from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
+from tests.instrumented import confidence_processor, traced
 
 TEXTS = {
     "doc-paris": ("Paris is the capital of France.", {"document_type": "atlas"}),
@@ -212,15 +211,8 @@ def assert_scoreable(inputs: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(ConfidenceSpanProcessor(SimpleSpanProcessor(exporter)))
-    instrumentor = HaystackInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, provider in traced(HaystackInstrumentor(), confidence_processor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
         provider.shutdown()
 
 
@@ -233,6 +225,18 @@ def assert_scored_root(spans: tuple[ReadableSpan, ...], root_name: str, candidat
     inputs = extract_signals(only_answer(spans).spans).inputs
     assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(inputs).total
     assert answer.attributes[semconv.RAG_CONFIDENCE_CANDIDATES] == candidates == len(inputs["candidates"])
+
+
+def assert_bm25_candidates(candidates: list[dict[str, Any]], expected: list[tuple[str, float]]) -> None:
+    """The candidates of the BM25 retrieval alone: ``expected`` (id, score) in order, one method
+    (``inmemorybm25``), each document's type from its metadata."""
+    assert [(c["documentId"], c["combinedScore"], c["rank"]) for c in candidates] == [
+        (doc_id, pytest.approx(score), rank) for rank, (doc_id, score) in enumerate(expected, start=1)
+    ]
+    assert all(c["retrievalScores"] == {"inmemorybm25": c["combinedScore"]} for c in candidates)
+    assert [c["documentType"] for c in candidates] == [
+        TEXTS[doc_id][1]["document_type"] for doc_id, _ in expected
+    ]
 
 
 def kinds(exporter: InMemorySpanExporter) -> dict[str, str]:
@@ -255,15 +259,8 @@ def test_bm25_pipeline_documents_and_citations(exporter: InMemorySpanExporter) -
     assert group.rule == "root" and group.answer.name == "Pipeline.run"
     signals = extract_signals(group.spans)
     assert_scoreable(signals.inputs)
-    candidates = signals.inputs["candidates"]
     # Ids, BM25 scores (above 1, rescaled by the best), metadata through the key map, positions in order.
-    assert [(c["documentId"], c["combinedScore"], c["rank"]) for c in candidates] == [
-        (doc_id, pytest.approx(score), rank) for rank, (doc_id, score) in enumerate(expected, start=1)
-    ]
-    assert all(c["retrievalScores"] == {"inmemorybm25": c["combinedScore"]} for c in candidates)
-    assert [c["documentType"] for c in candidates] == [
-        TEXTS[doc_id][1]["document_type"] for doc_id, _ in expected
-    ]
+    assert_bm25_candidates(signals.inputs["candidates"], expected)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
     # The generator's reply is the answer: [1] and [2] valid, [7] points past the three documents.
     assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 1)

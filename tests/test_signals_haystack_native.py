@@ -40,8 +40,8 @@ from rag_confidence.signals import extract_signals
 from .test_signals_haystack import (
     ANSWER,
     QUESTION,
-    TEXTS,
     CannedGenerator,
+    assert_bm25_candidates,
     assert_hybrid_merges_by_id,
     assert_ranker_is_final,
     assert_scoreable,
@@ -92,15 +92,8 @@ def test_bm25_pipeline_documents_citations_and_scorecard(exporter: InMemorySpanE
     assert group.rule == "root" and group.answer.name == ROOT
     signals = extract_signals(group.spans)
     assert_scoreable(signals.inputs)
-    candidates = signals.inputs["candidates"]
     # Named as under OpenInference (the class, ``Retriever`` dropped), metadata flattened beside the fields.
-    assert [(c["documentId"], c["combinedScore"], c["rank"]) for c in candidates] == [
-        (doc_id, pytest.approx(score), rank) for rank, (doc_id, score) in enumerate(expected, start=1)
-    ]
-    assert all(c["retrievalScores"] == {"inmemorybm25": c["combinedScore"]} for c in candidates)
-    assert [c["documentType"] for c in candidates] == [
-        TEXTS[doc_id][1]["document_type"] for doc_id, _ in expected
-    ]
+    assert_bm25_candidates(signals.inputs["candidates"], expected)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
     # The generator's reply is the answer (the prompt builder's prompt, which numbers the documents, is not).
     assert (signals.inputs["citationCount"], signals.inputs["invalidCitationCount"]) == (2, 1)

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence import compute_confidence, semconv
+from rag_confidence import semconv
 from rag_confidence.signals import (
     AnswerGroup,
     SignalOptions,
@@ -45,6 +45,7 @@ from rag_confidence.signals import (
     find_answers,
     records_from_readable_spans,
 )
+from tests.instrumented import assert_scoreable, traced
 
 CORPUS = {
     "doc-1": ("Paris is the capital of France.", {"document_type": "atlas", "last_updated": "2024-05-01"}),
@@ -137,28 +138,14 @@ def format_documents(documents: list[Document]) -> str:
 
 @pytest.fixture(scope="module")
 def openinference() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(LangChainInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 @pytest.fixture(scope="module")
 def openllmetry() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = OpenLLMetryLangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(OpenLLMetryLangchainInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 def _end_time(span: Any) -> int:
@@ -751,18 +738,6 @@ def test_custom_key_map_reads_other_metadata_names(openinference: InMemorySpanEx
         {"retrievalScores": {"source": 0.42}, "combinedScore": 0.42, "documentId": "kb-7", "rank": 1}
     ]
     assert not math.isnan(custom.inputs["candidates"][0]["combinedScore"])
-
-
-def assert_scoreable(inputs: dict[str, Any]) -> None:
-    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
-    there are candidates; without any, "no candidates" is the one warning expected."""
-    if inputs["candidates"]:
-        scorecard = compute_confidence(inputs, {"validation": "strict"})
-    else:
-        scorecard = compute_confidence(inputs)
-        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
-    assert 0 <= scorecard.total <= 100
-    assert scorecard.meta.raw_total is not None
 
 
 class ManyDocumentsRetriever(BaseRetriever):

@@ -324,15 +324,30 @@ GradeRoute = Literal["generate_answer", "rewrite_question"]
 GENERATED = "Paris is the capital of France [doc-1]."
 
 
+def query_or_respond(response_model: ToolCallingChatModel, tool: BaseTool) -> StateGraph[Any]:
+    """The start both RAG tutorials' graphs share: ``generate_query_or_respond`` (the model, bound to the
+    retriever tool, calls it or answers) routes a tool call to ``retrieve`` (a ``ToolNode``), an answer to the
+    end. The caller adds the nodes after ``retrieve``."""
+
+    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
+        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    workflow = StateGraph(MessagesState)
+    workflow.add_node(generate_query_or_respond)
+    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow.add_edge(START, "generate_query_or_respond")
+    workflow.add_conditional_edges(
+        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
+    )
+    return workflow
+
+
 def agentic_rag_graph(
     response_model: ToolCallingChatModel, grader_model: ToolCallingChatModel, tool: BaseTool
 ) -> Any:
     """The LangGraph agentic RAG tutorial's graph: a grader (JSON mode, as ``with_structured_output`` asks
     OpenAI models by default) routes a retrieval to the answer or to a rewrite of the question."""
-
-    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
-        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
-        return {"messages": [bound.invoke(state["messages"])]}
 
     def grade_documents(state: MessagesState) -> GradeRoute:
         question, context = state["messages"][0].content, state["messages"][-1].content
@@ -353,15 +368,9 @@ def agentic_rag_graph(
         question, context = state["messages"][0].content, state["messages"][-1].content
         return {"messages": [response_model.invoke([("user", f"Question: {question}\nContext: {context}")])]}
 
-    workflow = StateGraph(MessagesState)
-    workflow.add_node(generate_query_or_respond)
-    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow = query_or_respond(response_model, tool)
     workflow.add_node(rewrite_question)
     workflow.add_node(generate_answer)
-    workflow.add_edge(START, "generate_query_or_respond")
-    workflow.add_conditional_edges(
-        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
-    )
     workflow.add_conditional_edges("retrieve", grade_documents)
     workflow.add_edge("generate_answer", END)
     workflow.add_edge("rewrite_question", "generate_query_or_respond")
@@ -411,10 +420,6 @@ def self_rag_graph(
     With ``tracer``, the grader runs inside an ``EVALUATOR`` span of the application's, as docs/signals.md
     advises for an inline judge."""
 
-    def generate_query_or_respond(state: MessagesState) -> dict[str, Any]:
-        bound: Runnable[Any, Any] = response_model.bind_tools([tool])
-        return {"messages": [bound.invoke(state["messages"])]}
-
     def generate_answer(state: MessagesState) -> dict[str, Any]:
         context = state["messages"][-1].content
         return {"messages": [response_model.invoke([("user", f"Context: {context}\nQuestion: {QUESTION}")])]}
@@ -429,19 +434,24 @@ def self_rag_graph(
                 verdict = grader_model.invoke(prompt)
         return "useful" if json.loads(str(verdict.content))["binary_score"] == "yes" else "not useful"
 
-    workflow = StateGraph(MessagesState)
-    workflow.add_node(generate_query_or_respond)
-    workflow.add_node("retrieve", ToolNode([tool]))
+    workflow = query_or_respond(response_model, tool)
     workflow.add_node(generate_answer)
-    workflow.add_edge(START, "generate_query_or_respond")
-    workflow.add_conditional_edges(
-        "generate_query_or_respond", tools_condition, {"tools": "retrieve", END: END}
-    )
     workflow.add_edge("retrieve", "generate_answer")
     workflow.add_conditional_edges(
         "generate_answer", grade_generation, {"useful": END, "not useful": "generate_query_or_respond"}
     )
     return workflow.compile()
+
+
+def useful_self_rag(store: InMemoryVectorStore, tracer: Any = None) -> Any:
+    """:func:`self_rag_graph` scripted to retrieve once (``capital city of France``, two documents), answer
+    ``GENERATED`` and grade that answer useful (the fake chat models replay the script)."""
+    return self_rag_graph(
+        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
+        model('{"binary_score": "yes"}'),
+        atlas_tool(store, k=2, name="retrieve_atlas"),
+        tracer,
+    )
 
 
 def test_a_grader_after_the_generation_is_not_read_as_the_answer(
@@ -450,11 +460,7 @@ def test_a_grader_after_the_generation_is_not_read_as_the_answer(
     name, exporter, _ = tracing
     store = make_store()
     retrieved = hits(store, "capital city of France", k=2)
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-    )
+    graph = useful_self_rag(store)
 
     assert graph.invoke({"messages": [("user", QUESTION)]})["messages"][-1].content == GENERATED
 
@@ -482,12 +488,7 @@ def test_an_evaluator_span_in_a_graph_node_does_not_hold_the_graders_model_call(
     parent a model call to the LangChain run that made it, not to the span current when it was made."""
     name, exporter, provider = tracing
     store = make_store()
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-        tracer=provider.get_tracer("app"),
-    )
+    graph = useful_self_rag(store, tracer=provider.get_tracer("app"))
     graph.invoke({"messages": [("user", QUESTION)]})
 
     spans = exporter.get_finished_spans()
@@ -513,11 +514,7 @@ def test_a_model_call_after_the_graph_is_still_the_answer(
     name, exporter, provider = tracing
     store = make_store()
     retrieved = hits(store, "capital city of France", k=2)
-    graph = self_rag_graph(
-        model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-        model('{"binary_score": "yes"}'),
-        atlas_tool(store, k=2, name="retrieve_atlas"),
-    )
+    graph = useful_self_rag(store)
     translator = model("Paris est la capitale de la France [doc-1]. Rome est en Italie [doc-9].")
     with provider.get_tracer("app").start_as_current_span("ask"):
         answer = graph.invoke({"messages": [("user", QUESTION)]})["messages"][-1].content
@@ -633,11 +630,7 @@ def test_gateway_scores_an_exported_self_rag_trace_like_the_processor(downstream
         provider = tracer_provider(exporter)
         instrumentor.instrument(tracer_provider=provider)
         try:
-            self_rag_graph(
-                model(search("capital city of France", "c1", tool="retrieve_atlas"), GENERATED),
-                model('{"binary_score": "yes"}'),
-                atlas_tool(store, k=2, name="retrieve_atlas"),
-            ).invoke({"messages": [("user", QUESTION)]})
+            useful_self_rag(store).invoke({"messages": [("user", QUESTION)]})
         finally:
             instrumentor.uninstrument()
         provider.shutdown()

@@ -37,7 +37,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import compute_confidence, semconv  # noqa: E402
 from rag_confidence.otel import ConfidenceSpanProcessor, last_scorecard, scored_answer  # noqa: E402
 from rag_confidence.signals import extract_signals, find_answers  # noqa: E402
-from tests.instrumented import LoopbackService, confidence_processor, records, scored, traced  # noqa: E402
+from tests.fake_openai import chat_completion, chat_completion_events  # noqa: E402
+from tests.instrumented import (  # noqa: E402
+    LoopbackFake,
+    LoopbackService,
+    assert_scored_as,
+    candidates,
+    openinference_retrieval,
+    records,
+    scored,
+    traced_fixture,
+)
 from tests.test_gateway_support import (  # noqa: E402
     DownstreamReceiver,
     attributes_of,
@@ -60,10 +70,11 @@ ANSWER = "Paris is the capital of France [1]. The Loire is the longest river in 
 CALLS = ("completion", "acompletion", "stream", "astream")
 
 
-class FakeOpenAI:
-    """A loopback server answering every ``POST /v1/chat/completions`` with ``text`` (no network here): a
-    ``chat.completion`` JSON body, or ``chat.completion.chunk`` server-sent events word by word when the
-    request streams, the last chunk carrying ``finish_reason``."""
+class FakeOpenAI(LoopbackFake):
+    """OpenAI's Chat Completions API on loopback (no network here; LiteLLM makes its own HTTP client, so the
+    server is a real one its ``api_base`` points at), answering every ``POST /v1/chat/completions`` with
+    ``text``: a ``chat.completion`` JSON body, or ``chat.completion.chunk`` server-sent events word by word when
+    the request streams, the last chunk carrying ``finish_reason`` (the bodies of tests/fake_openai.py)."""
 
     def __init__(self) -> None:
         self.text = ANSWER
@@ -74,62 +85,26 @@ class FakeOpenAI:
     def _respond(self, path: str, body: bytes) -> tuple[str, bytes]:
         request = json.loads(body)
         self.requests.append(request)
-        head = {"id": "chatcmpl-1", "created": 1_764_500_000, "model": "gpt-4o-mini-2024-07-18"}
         if not request.get("stream"):
             return "application/json", json.dumps(
-                {
-                    **head,
-                    "object": "chat.completion",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": self.text},
-                            "finish_reason": self.finish_reason,
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 120, "completion_tokens": 24, "total_tokens": 144},
-                }
+                chat_completion(self.text, finish=self.finish_reason)
             ).encode()
-        words = self.text.split(" ")
-        chunks = [
-            {"index": 0, "delta": {"role": "assistant", "content": words[0]}, "finish_reason": None},
-            *({"index": 0, "delta": {"content": f" {word}"}, "finish_reason": None} for word in words[1:]),
-            {"index": 0, "delta": {}, "finish_reason": self.finish_reason},
-        ]
-        events = "".join(
-            f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [chunk]})}\n\n"
-            for chunk in chunks
-        )
-        return "text/event-stream", (events + "data: [DONE]\n\n").encode()
+        return "text/event-stream", chat_completion_events(self.text, finish=self.finish_reason).encode()
 
 
 @pytest.fixture()
 def model() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.service.close()
+    with FakeOpenAI() as fake:
+        yield fake
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceInstrumentor(), confidence_processor)
-
-
-@pytest.fixture()
-def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenLLMetryInstrumentor(), confidence_processor)
+openinference = traced_fixture(OpenInferenceInstrumentor)
+openllmetry = traced_fixture(OpenLLMetryInstrumentor)
 
 
 def retrieve(provider: TracerProvider) -> list[tuple[str, float, str]]:
     """The application's retriever, reported on an OpenInference ``RETRIEVER`` span of its own."""
-    with provider.get_tracer("app").start_as_current_span("retrieve kb") as span:
-        span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, semconv.OPENINFERENCE_KIND_RETRIEVER)
-        span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, "kb")
-        for index, (doc_id, score, text) in enumerate(HITS):
-            prefix = f"{semconv.OI_RETRIEVAL_DOCUMENTS}.{index}."
-            span.set_attribute(prefix + semconv.OI_DOCUMENT_ID, doc_id)
-            span.set_attribute(prefix + semconv.OI_DOCUMENT_SCORE, score)
-            span.set_attribute(prefix + semconv.OI_DOCUMENT_CONTENT, text)
+    openinference_retrieval(provider.get_tracer("app"), HITS, name="retrieve kb", method="kb")
     return HITS
 
 
@@ -174,10 +149,7 @@ def expected_inputs(truncated: bool = False) -> dict[str, Any]:
     cited by position, both sentences cited; no support signal, so the default level."""
     del truncated  # truncation is a diagnostic, no input
     return {
-        "candidates": [
-            {"documentId": doc_id, "retrievalScores": {"kb": score}, "combinedScore": score, "rank": rank}
-            for rank, (doc_id, score, _) in enumerate(HITS, start=1)
-        ],
+        "candidates": candidates(HITS, "kb"),
         "citationCount": 2,
         "invalidCitationCount": 0,
         "citationCoverageScore": 1.0,
@@ -198,18 +170,12 @@ def _assert_scored_answer(
     exporter: InMemorySpanExporter, name: str, finish_reason: str, truncated: bool
 ) -> None:
     """One scorecard, on ``name``, equal to the one of the expected inputs, with the finish reason read."""
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == name
-    signals = extract_signals(group.spans)
-    assert signals.inputs == expected_inputs()
+    signals = assert_scored_as(exporter, expected_inputs(), name)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == finish_reason
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is truncated
     (answer_span,) = scored(exporter)
-    assert answer_span.name == name
-    attributes = answer_span.attributes or {}
-    assert attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected_inputs()).total
-    assert attributes[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is truncated
+    assert (answer_span.attributes or {})[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is truncated
 
 
 # -- openinference-instrumentation-litellm ---------------------------------------------------------------------

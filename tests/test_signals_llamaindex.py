@@ -27,12 +27,12 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rag_confidence import compute_confidence, semconv
+from rag_confidence import semconv
 from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
+from tests.instrumented import assert_scoreable, traced
 
 TEXTS = {
     "doc-paris": ("Paris is the capital of France.", {"document_type": "atlas", "content_hash": "sha256:aa"}),
@@ -132,15 +132,8 @@ class OverlapReranker(BaseNodePostprocessor):
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = LlamaIndexInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
+    for exporter, _ in traced(LlamaIndexInstrumentor(), SimpleSpanProcessor):
         yield exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 def build_index(embedding: BaseEmbedding) -> VectorStoreIndex:
@@ -361,15 +354,3 @@ def test_a_reranker_per_sub_question_each_presents_its_own_documents(exporter: I
     assert all("rerank" in c["retrievalScores"] for c in signals.inputs["candidates"])
     # Ids the generator was shown count; the id of a node both rerankers dropped does not.
     assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 1
-
-
-def assert_scoreable(inputs: dict[str, Any]) -> None:
-    """The extracted inputs pass the scoring core's validation: strict (no input warning at all) whenever
-    there are candidates; without any, "no candidates" is the one warning expected."""
-    if inputs["candidates"]:
-        scorecard = compute_confidence(inputs, {"validation": "strict"})
-    else:
-        scorecard = compute_confidence(inputs)
-        assert [w.code for w in scorecard.meta.warnings if w.path == "candidates"] == ["missing-candidates"]
-    assert 0 <= scorecard.total <= 100
-    assert scorecard.meta.raw_total is not None

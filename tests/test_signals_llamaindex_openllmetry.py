@@ -28,12 +28,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import extract_signals
+from tests.instrumented import assert_scoreable
 
 from .test_signals_llamaindex import (
     QUESTION,
     FixedLLM,
     OverlapReranker,
-    assert_scoreable,
     build_index,
     direct,
     hybrid,

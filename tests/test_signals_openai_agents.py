@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-import openai
 import pytest
 from agents import (
     Agent,
@@ -36,9 +35,6 @@ from openai.types.responses import (
     ResponseFileSearchToolCall,
     ResponseFunctionToolCall,
     ResponseFunctionWebSearch,
-    ResponseOutputItem,
-    ResponseOutputMessage,
-    ResponseOutputText,
 )
 from openai.types.responses.response_file_search_tool_call import Result
 from openai.types.responses.response_output_text import AnnotationFileCitation, AnnotationURLCitation
@@ -51,7 +47,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import extract_signals, find_answers
-from tests.instrumented import confidence_processor, records, scored
+from tests.fake_openai import mock_async_openai, openai_response, output_message
+from tests.instrumented import Traced, assert_scored_as, candidates, confidence_processor, records, scored
 from tests.test_gateway_support import (
     DownstreamReceiver,
     Recording,
@@ -73,35 +70,10 @@ DOCUMENTS = [
 ANSWER = "You get 25 days of paid leave per year [1]. Up to 5 unused days carry over [2]."
 
 
-def _response(response_id: str, output: list[ResponseOutputItem]) -> Response:
-    return Response(
-        id=response_id,
-        created_at=1_764_500_000,
-        model="gpt-4.1-mini-2025-04-14",
-        object="response",
-        status="completed",
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=[],
-        output=output,
-    )
-
-
-def _message(text: str, annotations: list[Any] | None = None) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=text, annotations=annotations or [])],
-    )
-
-
 def tool_round_trip(answer: str = ANSWER) -> list[Response]:
     """The model calls ``search_docs``, then answers from what it returned."""
     return [
-        _response(
-            "resp_1",
+        openai_response(
             [
                 ResponseFunctionToolCall(
                     type="function_call",
@@ -112,8 +84,9 @@ def tool_round_trip(answer: str = ANSWER) -> list[Response]:
                     status="completed",
                 )
             ],
+            response_id="resp_1",
         ),
-        _response("resp_2", [_message(answer)]),
+        openai_response([output_message(answer)], response_id="resp_2"),
     ]
 
 
@@ -130,12 +103,7 @@ class FakeModelServer:
         return httpx.Response(200, json=response.model_dump(mode="json"))
 
     def model(self) -> OpenAIResponsesModel:
-        client = openai.AsyncOpenAI(
-            api_key="sk-test",
-            base_url="https://api.openai.test/v1",
-            http_client=httpx.AsyncClient(transport=httpx.MockTransport(self.handle)),
-        )
-        return OpenAIResponsesModel("gpt-4.1-mini", client)
+        return OpenAIResponsesModel("gpt-4.1-mini", mock_async_openai(self.handle))
 
 
 @function_tool
@@ -169,23 +137,12 @@ def rag_agent(server: FakeModelServer, tool: Any = search_docs) -> Agent[Any]:
 def expected_tool_inputs() -> dict[str, Any]:
     """The tool's documents as candidates (one method, named after the tool), both markers valid."""
     return {
-        "candidates": [
-            {
-                "retrievalScores": {"search_docs": score},
-                "combinedScore": score,
-                "documentId": doc_id,
-                "rank": rank,
-            }
-            for rank, (doc_id, score, _) in enumerate(DOCUMENTS, start=1)
-        ],
+        "candidates": candidates(DOCUMENTS, "search_docs"),
         "citationCount": 2,
         "invalidCitationCount": 0,
         "citationCoverageScore": 1.0,
         "supportLevel": "medium",  # the default: nothing on these spans says more
     }
-
-
-Traced = tuple[InMemorySpanExporter, TracerProvider]
 
 
 def _traced(
@@ -287,15 +244,12 @@ def test_a_tool_declared_a_retriever_is_read_and_the_run_root_answers(retriever_
     exporter, _ = retriever_tool
     assert run(rag_agent(FakeModelServer(tool_round_trip()))) == ANSWER
 
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == "Agent workflow" and group.rule == "root"
-    signals = extract_signals(group.spans)
-    assert signals.inputs == expected_tool_inputs()
+    signals = assert_scored_as(exporter, expected_tool_inputs(), "Agent workflow")
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
+    (group,) = find_answers(records(exporter))
+    assert group.rule == "root"
     (answer,) = scored(exporter)
-    assert answer.name == "Agent workflow" and answer.parent is None
-    assert answer.attributes is not None
-    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected_tool_inputs()).total
+    assert answer.parent is None
 
 
 def test_the_openai_tracer_beneath_changes_nothing(retriever_tool_with_openai: Traced) -> None:
@@ -311,26 +265,6 @@ def test_the_openai_tracer_beneath_changes_nothing(retriever_tool_with_openai: T
     assert [span.name for span in scored(exporter)] == ["Agent workflow"]
 
 
-def test_a_retriever_tool_returning_text_leaves_its_citations_unjudged(retriever_tool: Traced) -> None:
-    """A tool returning formatted text (the usual shape for a model) gives the tracer no documents to write:
-    the RETRIEVER span holds only ``output.value``. Which documents ``[1]`` and ``[2]`` name is unknown, so no
-    citation input is derived (they are not counted invalid), and the span counts as unreadable."""
-    exporter, _ = retriever_tool
-    run(rag_agent(FakeModelServer(tool_round_trip()), search_docs_as_text))
-
-    (tool,) = _by_name(exporter.get_finished_spans())["search_docs"]
-    attributes = dict(tool.attributes or {})
-    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
-    assert attributes[semconv.OI_OUTPUT_VALUE].startswith("[1] kb-leave: ")
-    assert not any(key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS) for key in attributes)
-
-    (group,) = find_answers(records(exporter))
-    signals = extract_signals(group.spans)
-    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS] == 1
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
-
-
 @function_tool(name_override="search_docs")
 def search_docs_as_dict(query: str) -> dict[str, Any]:
     """Search the HR knowledge base (the formatted results under a key, with the query echoed)."""
@@ -343,19 +277,31 @@ def _formatted() -> str:
     )
 
 
-def test_a_retriever_tool_returning_text_in_an_object_leaves_its_citations_unjudged(
-    retriever_tool: Traced,
+@pytest.mark.parametrize(
+    ("tool", "results_of"),
+    [
+        (search_docs_as_text, lambda output: output),
+        (search_docs_as_dict, lambda output: json.loads(output)["results"]),
+    ],
+    ids=["text", "text in an object"],
+)
+def test_a_retriever_tool_returning_text_leaves_its_citations_unjudged(
+    retriever_tool: Traced, tool: Any, results_of: Callable[[str], str]
 ) -> None:
-    """A tool returning a dict is written as its JSON (the Agents tracer lists documents only for a list of
+    """A tool returning formatted text (the usual shape for a model) gives the tracer no documents to write:
+    the RETRIEVER span holds only ``output.value``. Which documents ``[1]`` and ``[2]`` name is unknown, so no
+    citation input is derived (they are not counted invalid), and the span counts as unreadable.
+
+    A tool returning a dict is written as its JSON (the Agents tracer lists documents only for a list of
     objects): the formatted results under ``results`` are as unreadable as the bare text, so ``[1]``, ``[2]`` are
     not counted invalid. The query it echoes is the tool's own input, no result."""
     exporter, _ = retriever_tool
-    run(rag_agent(FakeModelServer(tool_round_trip()), search_docs_as_dict))
+    run(rag_agent(FakeModelServer(tool_round_trip()), tool))
 
-    (tool,) = _by_name(exporter.get_finished_spans())["search_docs"]
-    attributes = dict(tool.attributes or {})
+    (tool_span,) = _by_name(exporter.get_finished_spans())["search_docs"]
+    attributes = dict(tool_span.attributes or {})
     assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
-    assert json.loads(attributes[semconv.OI_OUTPUT_VALUE])["results"].startswith("[1] kb-leave: ")
+    assert results_of(attributes[semconv.OI_OUTPUT_VALUE]).startswith("[1] kb-leave: ")
     assert not any(key.startswith(semconv.OI_RETRIEVAL_DOCUMENTS) for key in attributes)
 
     (group,) = find_answers(records(exporter))
@@ -491,8 +437,7 @@ FILE_RESULTS = [
 
 
 def file_search_response(*, results: bool = True) -> Response:
-    return _response(
-        "resp_fs",
+    return openai_response(
         [
             ResponseFileSearchToolCall(
                 id="fs_1",
@@ -506,7 +451,7 @@ def file_search_response(*, results: bool = True) -> Response:
                 if results
                 else None,
             ),
-            _message(
+            output_message(
                 FILE_ANSWER,
                 [
                     AnnotationFileCitation(
@@ -518,6 +463,7 @@ def file_search_response(*, results: bool = True) -> Response:
                 ],
             ),
         ],
+        response_id="resp_fs",
     )
 
 
@@ -590,8 +536,7 @@ def web_search_response() -> Response:
         annotations.append(
             AnnotationURLCitation(type="url_citation", start_index=start, end_index=end, url=url, title=url)
         )
-    return _response(
-        "resp_ws",
+    return openai_response(
         [
             ResponseFunctionWebSearch.model_validate(
                 {
@@ -601,8 +546,9 @@ def web_search_response() -> Response:
                     "action": {"type": "search", "query": "Iceland population capital"},
                 }
             ),
-            _message(WEB_ANSWER, annotations),
+            output_message(WEB_ANSWER, annotations),
         ],
+        response_id="resp_ws",
     )
 
 

@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -35,7 +34,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.otel import last_scorecard, record_signals, scored_answer
 from rag_confidence.signals import extract_signals, find_answers
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.fake_openai import chat_completion, chat_completion_events, mock_async_openai, mock_openai
+from tests.instrumented import (
+    assert_scored_as,
+    candidates,
+    confidence_processor,
+    openinference_retrieval,
+    records,
+    scored,
+    traced,
+)
 from tests.test_gateway_support import DownstreamReceiver, attributes_of, by_name, downstream, running_gateway
 
 __all__ = ["downstream"]  # the fixture, imported for pytest
@@ -69,10 +77,7 @@ def expected_inputs(text: str | None = ANSWER) -> dict[str, Any]:
     """The retrieval's candidates, written out, and what ``[1]``/``[2]`` in ``text`` cite: both documents the
     markers name (positions 1 and 2 of the retrieval), every sentence cited."""
     inputs: dict[str, Any] = {
-        "candidates": [
-            {"retrievalScores": {"app": score}, "combinedScore": score, "documentId": doc_id, "rank": rank}
-            for rank, (doc_id, score, _) in enumerate(DOCUMENTS, start=1)
-        ],
+        "candidates": candidates(DOCUMENTS, "app"),
         "supportLevel": "medium",  # the default: nothing on these spans says more
     }
     if text is not None:
@@ -83,75 +88,11 @@ def expected_inputs(text: str | None = ANSWER) -> dict[str, Any]:
 def retrieve(tracer: trace.Tracer) -> str:
     """The application's own retrieval, reported on an OpenInference RETRIEVER span; the context it returns
     numbers the documents as the model is asked to cite them."""
-    with tracer.start_as_current_span(
-        "retrieve", attributes={"openinference.span.kind": "RETRIEVER"}
-    ) as span:
-        span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, "app")
-        for index, (doc_id, score, text) in enumerate(DOCUMENTS):
-            span.set_attribute(f"retrieval.documents.{index}.document.id", doc_id)
-            span.set_attribute(f"retrieval.documents.{index}.document.score", score)
-            span.set_attribute(f"retrieval.documents.{index}.document.content", text)
+    openinference_retrieval(tracer, DOCUMENTS)
     return "\n".join(f"[{index}] {text}" for index, (_, _, text) in enumerate(DOCUMENTS, start=1))
 
 
 # -- the fake server -------------------------------------------------------------------------------------------
-
-
-def completion(
-    text: str | None = ANSWER,
-    *,
-    finish: str = "stop",
-    tool_calls: list[dict[str, Any]] | None = None,
-    alternatives: tuple[tuple[str, str], ...] = (),
-) -> dict[str, Any]:
-    """A ``ChatCompletion`` as OpenAI returns it; ``alternatives`` are the further choices of ``n`` > 1 (text,
-    finish reason)."""
-    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    choices = [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]
-    for index, (other, reason) in enumerate(alternatives, start=1):
-        choices.append(
-            {
-                "index": index,
-                "message": {"role": "assistant", "content": other, "refusal": None},
-                "finish_reason": reason,
-                "logprobs": None,
-            }
-        )
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1_764_500_000,
-        "model": "gpt-4o-mini-2024-07-18",
-        "choices": choices,
-        "usage": {"prompt_tokens": 120, "completion_tokens": 24, "total_tokens": 144},
-    }
-    return ChatCompletion.model_validate(body).model_dump(mode="json", exclude_unset=True)
-
-
-def stream_body(text: str = ANSWER, *, finish: str = "stop", usage: bool = False) -> str:
-    """The server-sent events of a streamed completion: the text word by word, the finish reason in a last
-    empty delta, and with ``stream_options={"include_usage": True}`` a final chunk with no choices."""
-    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1_764_500_000, "model": MODEL}
-    chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
-    words = text.split(" ")
-    for index, word in enumerate(words):
-        piece = word if index == len(words) - 1 else word + " "
-        chunks.append({**base, "choices": [{"index": 0, "delta": {"content": piece}}]})
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-    if usage:
-        chunks.append(
-            {
-                **base,
-                "choices": [],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 24, "total_tokens": 144},
-            }
-        )
-    events = [
-        ChatCompletionChunk.model_validate(chunk).model_dump_json(exclude_unset=True) for chunk in chunks
-    ]
-    return "".join(f"data: {event}\n\n" for event in events) + "data: [DONE]\n\n"
 
 
 Responder = Callable[[dict[str, Any]], Any]
@@ -167,7 +108,7 @@ def _handler(respond: Responder, requests: list[dict[str, Any]]) -> Callable[[ht
             text, finish = answer if isinstance(answer, tuple) else (answer, "stop")
             return httpx.Response(
                 200,
-                text=stream_body(text, finish=finish, usage=usage),
+                text=chat_completion_events(text, finish=finish, usage=usage),
                 headers={"content-type": "text/event-stream"},
             )
         return httpx.Response(200, json=respond(body))
@@ -177,21 +118,11 @@ def _handler(respond: Responder, requests: list[dict[str, Any]]) -> Callable[[ht
 
 def fake_openai(respond: Responder, requests: list[dict[str, Any]] | None = None) -> openai.OpenAI:
     """The real client over a fake server (no network here)."""
-    return openai.OpenAI(
-        api_key="sk-test",
-        base_url="https://api.openai.test/v1",
-        http_client=httpx.Client(
-            transport=httpx.MockTransport(_handler(respond, [] if requests is None else requests))
-        ),
-    )
+    return mock_openai(_handler(respond, [] if requests is None else requests))
 
 
 def fake_async_openai(respond: Responder) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key="sk-test",
-        base_url="https://api.openai.test/v1",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(_handler(respond, []))),
-    )
+    return mock_async_openai(_handler(respond, []))
 
 
 def messages(context: str) -> list[dict[str, Any]]:
@@ -232,18 +163,6 @@ def traced_app(
     gc.collect()
 
 
-def assert_scored_as(exporter: InMemorySpanExporter, expected: dict[str, Any], answer_name: str) -> None:
-    """Both paths agree with ``expected``: the gateway's extraction over the exported spans, and the
-    scorecard the in-process processor put on the answer span."""
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == answer_name
-    assert extract_signals(group.spans).inputs == expected
-    (answer,) = scored(exporter)
-    assert answer.name == answer_name
-    assert answer.attributes is not None
-    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
-
-
 def ask(client: openai.OpenAI, tracer: trace.Tracer, mode: str) -> str:
     """The application: retrieve, then answer with Chat Completions, plainly or consuming a stream chunk by
     chunk."""
@@ -278,13 +197,15 @@ def test_a_chat_completion_answer_is_scored_on_the_apps_retrieval(
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("POST /ask"):
         assert (
-            ask(fake_openai(lambda body: completion() if not body.get("stream") else ANSWER), tracer, mode)
+            ask(
+                fake_openai(lambda body: chat_completion(ANSWER) if not body.get("stream") else ANSWER),
+                tracer,
+                mode,
+            )
             == ANSWER
         )
 
-    assert_scored_as(exporter, expected_inputs(), "POST /ask")
-    (group,) = find_answers(records(exporter))
-    diagnostics = extract_signals(group.spans).diagnostics
+    diagnostics = assert_scored_as(exporter, expected_inputs(), "POST /ask").diagnostics
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
 
@@ -298,7 +219,7 @@ def test_an_async_chat_completion_is_scored_alike(
     async def answer() -> str:
         with tracer.start_as_current_span("POST /ask"):
             context = retrieve(tracer)
-            client = fake_async_openai(lambda body: completion())
+            client = fake_async_openai(lambda body: chat_completion(ANSWER))
             response = await client.chat.completions.create(model=MODEL, messages=messages(context))
             return response.choices[0].message.content or ""
 
@@ -319,7 +240,9 @@ def test_a_completion_cut_at_max_tokens_is_truncated(
     with tracer.start_as_current_span("POST /ask"):
         ask(
             fake_openai(
-                lambda body: (ANSWER, "length") if body.get("stream") else completion(finish="length")
+                lambda body: (
+                    (ANSWER, "length") if body.get("stream") else chat_completion(ANSWER, finish="length")
+                )
             ),
             tracer,
             mode,
@@ -385,7 +308,7 @@ def test_scored_answer_around_the_function_sync_and_streamed(
     from): its span is the answer, ``record_signals`` values join what the spans say."""
     exporter, provider = traced_app
     tracer = provider.get_tracer("app")
-    client = fake_openai(lambda body: completion() if not body.get("stream") else ANSWER)
+    client = fake_openai(lambda body: chat_completion(ANSWER) if not body.get("stream") else ANSWER)
     expected = {**expected_inputs(), "hasConflict": False}
 
     @scored_answer(tracer_provider=provider)
@@ -433,8 +356,8 @@ def tool_calling_answer(client: openai.OpenAI, tracer: trace.Tracer) -> str:
 
 def tool_server(body: dict[str, Any]) -> dict[str, Any]:
     if any(message.get("role") == "tool" for message in body["messages"]):
-        return completion()
-    return completion(None, finish="tool_calls", tool_calls=[TOOL_CALL])
+        return chat_completion(ANSWER)
+    return chat_completion(None, finish="tool_calls", tool_calls=[TOOL_CALL])
 
 
 def test_tool_calling_rag_the_second_completion_answers_on_the_tools_documents(
@@ -448,9 +371,7 @@ def test_tool_calling_rag_the_second_completion_answers_on_the_tools_documents(
     with tracer.start_as_current_span("POST /ask"):
         assert tool_calling_answer(fake_openai(tool_server), tracer) == ANSWER
 
-    assert_scored_as(exporter, expected_inputs(), "POST /ask")
-    (group,) = find_answers(records(exporter))
-    diagnostics = extract_signals(group.spans).diagnostics
+    diagnostics = assert_scored_as(exporter, expected_inputs(), "POST /ask").diagnostics
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
 
@@ -498,6 +419,11 @@ def test_a_tool_call_completion_is_no_answer_text(
 # -- n > 1 and structured answers -------------------------------------------------------------------------------
 
 
+def two_choices(body: dict[str, Any]) -> dict[str, Any]:
+    """``n=2``: the answer, then an unsure choice citing a source it was not given, cut at max tokens."""
+    return chat_completion(ANSWER, alternatives=(("I am not sure about this [7].", "length"),))
+
+
 def test_with_n_choices_the_first_is_the_answer(
     traced_app: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:
@@ -508,15 +434,13 @@ def test_with_n_choices_the_first_is_the_answer(
     a valid marker, and (OpenLLMetry) the answer marked truncated."""
     exporter, provider = traced_app
     tracer = provider.get_tracer("app")
-    client = fake_openai(lambda body: completion(alternatives=(("I am not sure about this [7].", "length"),)))
+    client = fake_openai(two_choices)
     with tracer.start_as_current_span("POST /ask"):
         context = retrieve(tracer)
         response = client.chat.completions.create(model=MODEL, messages=messages(context), n=2)
     assert response.choices[0].message.content == ANSWER and len(response.choices) == 2
 
-    assert_scored_as(exporter, expected_inputs(), "POST /ask")
-    (group,) = find_answers(records(exporter))
-    diagnostics = extract_signals(group.spans).diagnostics
+    diagnostics = assert_scored_as(exporter, expected_inputs(), "POST /ask").diagnostics
     assert diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is False
     assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"
@@ -554,7 +478,7 @@ def test_a_json_schema_answer_is_read_as_a_structured_answer(
         "citations": ["doc-atlas", "doc-made-up"],
         "support_level": "high",
     }
-    client = fake_openai(lambda body: completion(json.dumps(structured)))
+    client = fake_openai(lambda body: chat_completion(json.dumps(structured)))
     with tracer.start_as_current_span("POST /ask"):
         context = retrieve(tracer)
         client.chat.completions.create(
@@ -591,7 +515,7 @@ def test_the_gateway_scores_the_exported_spans_as_the_processor_did(
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("POST /ask tool"):
         tool_calling_answer(fake_openai(tool_server), tracer)
-    client = fake_openai(lambda body: completion(alternatives=(("I am not sure about this [7].", "length"),)))
+    client = fake_openai(two_choices)
     with tracer.start_as_current_span("POST /ask n2"):
         client.chat.completions.create(model=MODEL, messages=messages(retrieve(tracer)), n=2)
     spans, tap.spans = tap.spans, []  # the tap stays on the module's provider: it keeps nothing more

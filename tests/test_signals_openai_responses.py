@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,8 +23,6 @@ from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseCreatedEvent,
     ResponseFileSearchToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
     ResponseTextDeltaEvent,
 )
 from openai.types.responses.response_file_search_tool_call import Result
@@ -45,7 +42,15 @@ from rag_confidence.signals import (
     is_retrieval_span,
     may_hold_answer,
 )
-from tests.instrumented import confidence_processor, records, scored, traced
+from tests.fake_openai import mock_openai, openai_response, output_message
+from tests.instrumented import (
+    assert_feedback_grades_the_answer,
+    assert_scored_as,
+    bare_call_signals,
+    records,
+    scored,
+    traced_fixture,
+)
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 ANSWER = "Paris is the capital of France. The Loire is the longest river in France."
@@ -75,16 +80,8 @@ def file_search_response(
 ) -> Response:
     """A Response as OpenAI returns it for a file_search call: the search item (with ``results`` only when the
     request included them), then the message with its file citations."""
-    return Response(
-        id=response_id,
-        created_at=1_764_500_000,
-        model="gpt-4.1-mini-2025-04-14",
-        object="response",
-        status="completed",
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=TOOLS,
-        output=[
+    return openai_response(
+        [
             ResponseFileSearchToolCall(
                 id="fs_1",
                 type="file_search_call",
@@ -97,25 +94,18 @@ def file_search_response(
                 if results
                 else None,
             ),
-            ResponseOutputMessage(
-                id="msg_1",
-                type="message",
-                role="assistant",
-                status="completed",
-                content=[
-                    ResponseOutputText(
-                        type="output_text",
-                        text=ANSWER,
-                        annotations=[
-                            AnnotationFileCitation(
-                                type="file_citation", file_id=file_id, filename=f"{file_id}.md", index=index
-                            )
-                            for file_id, index in zip(cited, (31, len(ANSWER), len(ANSWER)), strict=False)
-                        ],
+            output_message(
+                ANSWER,
+                [
+                    AnnotationFileCitation(
+                        type="file_citation", file_id=file_id, filename=f"{file_id}.md", index=index
                     )
+                    for file_id, index in zip(cited, (31, len(ANSWER), len(ANSWER)), strict=False)
                 ],
             ),
         ],
+        response_id=response_id,
+        tools=TOOLS,
     )
 
 
@@ -143,11 +133,7 @@ def fake_openai(response: Response, requests: list[dict[str, Any]], *, stream: b
         body = "".join(f"event: {event.type}\ndata: {event.model_dump_json()}\n\n" for event in events)
         return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
 
-    return openai.OpenAI(
-        api_key="sk-test",
-        base_url="https://api.openai.test/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(handle)),
-    )
+    return mock_openai(handle)
 
 
 def ask(client: openai.OpenAI, *, include: bool = True) -> str:
@@ -185,26 +171,10 @@ def expected_inputs(cited: tuple[str, ...] = ("file-atlas", "file-rivers")) -> d
     }
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceOpenAIInstrumentor(), SimpleSpanProcessor)
-
-
-@pytest.fixture()
-def openinference_scored() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    """Exports through ConfidenceSpanProcessor, as an application would."""
-    yield from traced(
-        OpenInferenceOpenAIInstrumentor(),
-        confidence_processor,
-    )
-
-
-@pytest.fixture()
-def openllmetry() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(
-        OpenLLMetryOpenAIInstrumentor(),
-        confidence_processor,
-    )
+openinference = traced_fixture(OpenInferenceOpenAIInstrumentor, SimpleSpanProcessor)
+# Exporting through ConfidenceSpanProcessor, as an application would.
+openinference_scored = traced_fixture(OpenInferenceOpenAIInstrumentor)
+openllmetry = traced_fixture(OpenLLMetryOpenAIInstrumentor)
 
 
 # -- what the instrumentors record -----------------------------------------------------------------------------
@@ -266,13 +236,7 @@ def test_a_bare_file_search_call_is_its_own_answer(
     exporter, _ = openinference
     ask(fake_openai(file_search_response(), []))
 
-    spans = records(exporter)
-    (span,) = spans
-    assert is_retrieval_span(span)
-    assert may_hold_answer(span.attributes)
-    (group,) = find_answers(spans)
-    assert group.answer is span and group.rule == "root"
-    signals = extract_signals(group.spans)
+    signals = bare_call_signals(exporter)
     assert signals.inputs == expected_inputs()
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
@@ -360,21 +324,9 @@ def test_feedback_on_the_call_is_about_its_answer(
     answer (here an OpenInference evaluation a judge attached to the recorded span)."""
     exporter, _ = openinference
     ask(fake_openai(file_search_response(), []))
-    (span,) = records(exporter)
-    judged = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        span.parent_span_id,
-        span.name,
-        {
-            **span.attributes,
-            "evaluations.0.evaluation.name": "faithfulness",
-            "evaluations.0.evaluation.score": 0.9,
-        },
-    )
-    signals = extract_signals(find_answers([judged])[0].spans)
-    assert signals.inputs["faithfulnessScore"] == 0.9
-    assert signals.inputs["supportLevel"] == "high"
+    (call,) = records(exporter)
+    assert call.parent_span_id is None
+    assert_feedback_grades_the_answer(call)
 
 
 def test_a_tool_span_around_a_file_search_call_answers(
@@ -399,23 +351,7 @@ def test_a_response_that_did_not_search_is_no_retrieval(
     exporter, _ = openinference
     response = file_search_response()
     quoting = response.model_copy(
-        update={
-            "output": [
-                ResponseOutputMessage(
-                    id="msg_1",
-                    type="message",
-                    role="assistant",
-                    status="completed",
-                    content=[
-                        ResponseOutputText(
-                            type="output_text",
-                            text='Items look like {"type": "file_search_call"}.',
-                            annotations=[],
-                        )
-                    ],
-                )
-            ]
-        }
+        update={"output": [output_message('Items look like {"type": "file_search_call"}.')]}
     )
     ask(fake_openai(quoting, []))
     (span,) = records(exporter)
@@ -518,13 +454,7 @@ def test_under_openllmetry_a_retrieval_span_of_your_own_is_scored(
 
     expected = expected_inputs()
     del expected["citationCount"], expected["invalidCitationCount"]
-    (group,) = find_answers(records(exporter))
-    assert group.answer.name == "POST /ask"
-    signals = extract_signals(group.spans)
-    assert signals.inputs == expected
-    (answer,) = scored(exporter)
-    assert answer.attributes is not None
-    assert answer.attributes[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected).total
+    assert_scored_as(exporter, expected, "POST /ask")
 
 
 def test_a_value_cut_short_is_a_search_only_where_the_response_itself_holds_one() -> None:

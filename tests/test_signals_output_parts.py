@@ -27,13 +27,12 @@ written from the documents and the answer text, never from the code under test.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import Response
 from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -42,7 +41,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import SpanRecord, extract_signals, find_answers
-from tests.instrumented import records, traced
+from tests.fake_openai import mock_openai, openai_response, output_message
+from tests.instrumented import candidates, openinference_retrieval, records, traced, traced_fixture
 
 QUESTION = "What is the capital of France, and which river is the longest there?"
 FIRST = "Paris is the capital of France [1]."
@@ -58,10 +58,7 @@ def expected_inputs() -> dict[str, Any]:
     """The retrieval's candidates, and what ``[1]``/``[2]`` in FIRST + SECOND cite: both documents, every
     sentence cited."""
     return {
-        "candidates": [
-            {"retrievalScores": {"app": score}, "combinedScore": score, "documentId": doc_id, "rank": rank}
-            for rank, (doc_id, score, _) in enumerate(DOCUMENTS, start=1)
-        ],
+        "candidates": candidates(DOCUMENTS, "app"),
         "supportLevel": "medium",
         "citationCount": 2,
         "invalidCitationCount": 0,
@@ -70,54 +67,19 @@ def expected_inputs() -> dict[str, Any]:
 
 
 def retrieve(tracer: trace.Tracer) -> None:
-    with tracer.start_as_current_span(
-        "retrieve", attributes={"openinference.span.kind": "RETRIEVER"}
-    ) as span:
-        span.set_attribute(semconv.RAG_RETRIEVAL_METHOD, "app")
-        for index, (doc_id, score, text) in enumerate(DOCUMENTS):
-            span.set_attribute(f"retrieval.documents.{index}.document.id", doc_id)
-            span.set_attribute(f"retrieval.documents.{index}.document.score", score)
-            span.set_attribute(f"retrieval.documents.{index}.document.content", text)
-
-
-def message(item_id: str, text: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id=item_id,
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
-    )
+    openinference_retrieval(tracer, DOCUMENTS)
 
 
 def two_message_response() -> Response:
-    return Response(
-        id="resp_1",
-        created_at=1_764_500_000,
-        model="gpt-4.1-mini-2025-04-14",
-        object="response",
-        status="completed",
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=[],
-        output=[message("msg_1", FIRST), message("msg_2", SECOND)],
-    )
+    return openai_response([output_message(FIRST), output_message(SECOND, item_id="msg_2")])
 
 
 def fake_openai(response: Response) -> openai.OpenAI:
-    def handle(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json=response.model_dump(mode="json"))
-
-    return openai.OpenAI(
-        api_key="sk-test",
-        base_url="https://api.openai.test/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(handle)),
-    )
+    """The real client over a fake OpenAI answering every request with ``response`` (no network here)."""
+    return mock_openai(lambda request: httpx.Response(200, json=response.model_dump(mode="json")))
 
 
-@pytest.fixture()
-def openinference() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    yield from traced(OpenInferenceOpenAIInstrumentor(), SimpleSpanProcessor)
+openinference = traced_fixture(OpenInferenceOpenAIInstrumentor, SimpleSpanProcessor)
 
 
 def test_a_response_with_two_message_items_is_read_whole(
@@ -146,21 +108,29 @@ def test_a_response_with_two_message_items_is_read_whole(
     assert compute_confidence(signals.inputs).total == compute_confidence(expected_inputs()).total
 
 
+def rag_with_retrieval() -> list[SpanRecord]:
+    """A ``rag`` root (ending last) over a RETRIEVER span that found ``doc-atlas``, for the generation spans
+    written by hand below to be read beneath."""
+    return [
+        SpanRecord(1, 1, None, "rag", {}, end_time=3),
+        SpanRecord(
+            1,
+            2,
+            1,
+            "retrieve",
+            {
+                semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+                "retrieval.documents.0.document.id": "doc-atlas",
+                "retrieval.documents.0.document.score": 0.9,
+            },
+            end_time=1,
+        ),
+    ]
+
+
 def test_legacy_openllmetry_anthropic_thinking_keeps_the_reply_finish_reason() -> None:
     """``opentelemetry-instrumentation-anthropic`` 0.52 on a reply [thinking, text] cut at ``max_tokens``: the
     stop reason is on completion 0, which it relabels ``thinking``; the answer's text is completion 1."""
-    retrieval = SpanRecord(
-        1,
-        2,
-        1,
-        "retrieve",
-        {
-            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
-            "retrieval.documents.0.document.id": "doc-atlas",
-            "retrieval.documents.0.document.score": 0.9,
-        },
-        end_time=1,
-    )
     chat = SpanRecord(
         1,
         3,
@@ -177,8 +147,7 @@ def test_legacy_openllmetry_anthropic_thinking_keeps_the_reply_finish_reason() -
         },
         end_time=2,
     )
-    root = SpanRecord(1, 1, None, "rag", {}, end_time=3)
-    signals = extract_signals([root, retrieval, chat])
+    signals = extract_signals([*rag_with_retrieval(), chat])
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "max_tokens"
 
@@ -188,18 +157,6 @@ def test_a_tool_result_among_the_output_messages_is_no_answer_text() -> None:
     output messages before the model's: the model read them, so their text (here a stray ``[3]``) is no part
     of the answer. Attributes written as the tracer writes them (``llm.output_messages.{i}.message.role`` and
     ``.content``)."""
-    retrieval = SpanRecord(
-        1,
-        2,
-        1,
-        "retrieve",
-        {
-            semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
-            "retrieval.documents.0.document.id": "doc-atlas",
-            "retrieval.documents.0.document.score": 0.9,
-        },
-        end_time=1,
-    )
     llm = SpanRecord(
         1,
         3,
@@ -214,8 +171,7 @@ def test_a_tool_result_among_the_output_messages_is_no_answer_text() -> None:
         },
         end_time=2,
     )
-    root = SpanRecord(1, 1, None, "rag", {}, end_time=3)
-    signals = extract_signals([root, retrieval, llm])
+    signals = extract_signals([*rag_with_retrieval(), llm])
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
     assert signals.inputs["invalidCitationCount"] == 0
     assert signals.inputs["citationCoverageScore"] == 1.0

@@ -25,10 +25,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import extract_signals
+from tests.instrumented import assert_scoreable
 from tests.test_signals_langchain import (
     CORPUS,
     QUESTION,
-    assert_scoreable,
     format_documents,
     only_answer,
     prompt,
