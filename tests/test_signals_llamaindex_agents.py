@@ -561,3 +561,75 @@ def test_each_run_marked_gets_its_own_scorecard(tracer: Traced, index: VectorSto
     assert set(scorecards) == {"capital", "river"}
     for name, inputs in zip(("capital", "river"), expected, strict=True):
         assert scorecards[name][semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(inputs).total
+
+
+THOUGHT_TEXT = "Thought: Source [3] is about Spain.\nAnswer: Paris is the capital [1]."
+
+
+def react_trace(
+    parsed: Any = '{"thought": "Source [3] is about Spain.", "response": "Paris is the capital [1]."}',
+    *,
+    parser_end: int = 40,
+    finish_reason: str | None = None,
+) -> list[SpanRecord]:
+    """A ReAct run as the tracer records it (see the test above), by hand: root, retriever, the last model turn
+    (ending at 30) and the parser span (ending at ``parser_end``, its ``output.value`` ``parsed``)."""
+    documents = {
+        f"retrieval.documents.{n}.document.{key}": value
+        for n, (doc_id, score) in enumerate((("doc-paris", 0.9), ("doc-berlin", 0.5)))
+        for key, value in (("id", doc_id), ("score", score))
+    }
+    turn: dict[str, Any] = {
+        semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": THOUGHT_TEXT,
+    }
+    if finish_reason is not None:
+        turn["llm.finish_reason"] = finish_reason
+    parser: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: "CHAIN"}
+    if parsed is not None:
+        parser[semconv.OI_OUTPUT_VALUE] = parsed
+    return [
+        SpanRecord(
+            1,
+            2,
+            1,
+            "VectorIndexRetriever.aretrieve",
+            {semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER", **documents},
+            end_time=10,
+        ),
+        SpanRecord(1, 3, 1, "MockFunctionCallingLLM.astream_chat", turn, end_time=30),
+        SpanRecord(1, 4, 1, "ReActOutputParser.parse", parser, end_time=parser_end),
+        SpanRecord(1, 1, None, "ReActAgent.run", {semconv.OPENINFERENCE_SPAN_KIND: "CHAIN"}, end_time=50),
+    ]
+
+
+def citation_inputs(spans: list[SpanRecord]) -> tuple[int, int, float]:
+    signals = extract_signals(spans)
+    return (
+        signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS],
+        signals.inputs["invalidCitationCount"],
+        signals.inputs["citationCoverageScore"],
+    )
+
+
+def test_the_react_response_is_read_from_the_parser_span_that_parsed_the_last_turn() -> None:
+    assert citation_inputs(react_trace()) == (1, 0, 1.0)
+    # The whole turn, thought included, when the parser span does not give the answer of that turn: it ended
+    # before it (an earlier turn's), its output is hidden, cut short or a tool call, or names another text.
+    whole = (2, 1, 0.5)
+    assert citation_inputs(react_trace(parser_end=20)) == whole
+    assert citation_inputs(react_trace(semconv.OI_REDACTED_VALUE)) == whole
+    assert citation_inputs(react_trace(None)) == whole
+    assert citation_inputs(react_trace('{"thought": "x", "action": "atlas", "action_input": {}}')) == whole
+    assert citation_inputs(react_trace('{"thought": "x", "response": "Berlin [2]."}')) == whole
+    cut = react_trace('{"thought": "Source [3] is about Spain.", "response": "Paris is')
+    assert citation_inputs(cut) == whole
+    assert extract_signals(cut).skipped == 1
+
+
+def test_the_react_turn_keeps_its_finish_reason() -> None:
+    signals = extract_signals(react_trace(finish_reason="length"))
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+    assert signals.inputs["citationCoverageScore"] == 1.0
