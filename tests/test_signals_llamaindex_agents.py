@@ -28,7 +28,9 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import QueryEngineTool, RetrieverTool
 from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag_confidence import compute_confidence, semconv
@@ -37,6 +39,16 @@ from rag_confidence.signals import extract_signals, find_answers
 from rag_confidence.signals.records import SpanRecord
 
 from .instrumented import confidence_processor, records, scored, traced
+from .test_gateway_support import (
+    DownstreamReceiver,
+    Recording,
+    attributes_of,
+    downstream,
+    running_gateway,
+    tracer_provider,
+)
+
+__all__ = ["downstream"]  # the fixture, imported for pytest
 
 TEXTS = {
     "doc-paris": "Paris is the capital of France.",
@@ -633,3 +645,45 @@ def test_the_react_turn_keeps_its_finish_reason() -> None:
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
     assert signals.inputs["citationCoverageScore"] == 1.0
+
+
+def test_the_gateway_scores_the_exported_react_run_like_the_processor(
+    downstream: DownstreamReceiver, index: VectorStoreIndex
+) -> None:
+    """The ReAct run exported with the real OTLP/gRPC exporter through a running gateway: the run's root arrives
+    downstream with the scorecard of the tool's documents and the parsed answer (one valid marker, no thought)."""
+    tool = RetrieverTool.from_defaults(
+        index.as_retriever(similarity_top_k=2), name="atlas", description="atlas"
+    )
+    nodes = tool.call(input=CAPITAL).raw_output
+    expected_inputs = {
+        "candidates": candidates([(item.node.node_id, float(item.score or 0.0)) for item in nodes]),
+        "citationCount": 1,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+        "supportLevel": "medium",
+    }
+    expected = compute_confidence(expected_inputs)
+    with running_gateway() as running:
+        exporter = Recording(
+            OTLPSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)
+        )
+        provider = tracer_provider(exporter)
+        instrumentor = LlamaIndexInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            assert (
+                run(lambda: ReActAgent(tools=[tool], llm=react_model()).run(user_msg=QUESTION)) == REACT_FINAL
+            )
+        finally:
+            instrumentor.uninstrument()
+        provider.shutdown()
+        assert all(result is SpanExportResult.SUCCESS for result in exporter.results)
+        spans = downstream.wait_for_spans(len(exporter.exported))
+    (answer,) = [span for span in spans if semconv.RAG_CONFIDENCE_TOTAL in attributes_of(span)]
+    assert answer.name == "ReActAgent.run" and not answer.parent_span_id
+    attributes = attributes_of(answer)
+    assert attributes[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+    assert attributes[semconv.RAG_CONFIDENCE_ACTION] == expected.recommended_action
+    assert attributes[semconv.RAG_CONFIDENCE_CANDIDATES] == 2
+    assert attributes[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
