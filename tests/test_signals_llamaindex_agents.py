@@ -25,7 +25,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.tools import QueryEngineTool, RetrieverTool
+from llama_index.core.tools import FunctionTool, QueryEngineTool, RetrieverTool
 from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -384,6 +384,35 @@ def test_a_return_direct_query_engine_tool_answers_with_its_synthesis(
         "supportLevel": "medium",
     }
     assert_gateway_agrees(exporter, expected)
+
+
+def test_a_return_direct_function_tool_leaves_no_answer_text(tracer: Traced, index: VectorStoreIndex) -> None:
+    """Pinned limit: a ``FunctionTool`` with ``return_direct=True`` that retrieves and numbers the documents
+    itself: the agent returns the tool's text and no model call writes it. The tracer records that text only
+    on the ``TOOL`` span and, summarized, on the run's span; the last ``LLM`` spans are the tool-call turn (no
+    text) and its request (``_prepare_chat_with_tools``, the request as JSON, no answer field), so no marker is
+    read and no citation input derived. The documents are still the candidates."""
+    exporter, _ = tracer
+    retriever = index.as_retriever(similarity_top_k=2)
+
+    def atlas(input: str) -> str:
+        """Search the atlas."""
+        return "\n".join(
+            f"[{n}] {item.node.get_content()}" for n, item in enumerate(retriever.retrieve(input), 1)
+        )
+
+    tool = FunctionTool.from_defaults(fn=atlas, name="atlas", return_direct=True)
+    agent = FunctionAgent(tools=[tool], llm=scripted([tool_calls(("atlas", {"input": CAPITAL}))]))
+
+    returned = run(lambda: agent.run(user_msg=QUESTION))
+    assert returned.startswith("[1] ") and "\n[2] " in returned
+
+    (group,) = find_answers(records(exporter))
+    assert group.answer.name == "FunctionAgent.run"
+    signals = extract_signals(group.spans)
+    assert len(signals.inputs["candidates"]) == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    assert "citationCount" not in signals.inputs
 
 
 def test_a_multi_agent_workflow_answers_once_on_its_run_span(tracer: Traced, index: VectorStoreIndex) -> None:
