@@ -539,6 +539,34 @@ def two_runs(
     return agent, tool_found(tool, exporter, CAPITAL), tool_found(tool, exporter, RIVER)
 
 
+def test_two_runs_without_a_parent_are_two_traces_and_two_scorecards(
+    tracer: Traced, index: VectorStoreIndex
+) -> None:
+    """The default: each ``run`` outside any span of the application's is a trace of its own, its root the
+    answer, with its own documents and text."""
+    exporter, _ = tracer
+    agent, first, second = two_runs(index, exporter)
+    run(lambda: agent.run(user_msg=QUESTION))
+    run(lambda: agent.run(user_msg="Which is the longest river?"))
+
+    groups = find_answers(records(exporter))
+    assert [group.answer.name for group in groups] == ["FunctionAgent.run"] * 2
+    assert len({group.trace_id for group in groups}) == 2
+    expected = [
+        {
+            "candidates": candidates(documents),
+            "citationCount": 1,
+            "invalidCitationCount": 0,
+            "citationCoverageScore": 1.0,
+            "supportLevel": "medium",
+        }
+        for documents in (first, second)
+    ]
+    assert [extract_signals(group.spans).inputs for group in groups] == expected
+    totals = [(span.attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] for span in scored(exporter)]
+    assert totals == [compute_confidence(inputs).total for inputs in expected]
+
+
 def test_two_runs_under_one_parent_share_one_scorecard(tracer: Traced, index: VectorStoreIndex) -> None:
     """Pinned (rule (c), see *Agents* in docs/signals.md): two ``run`` calls under one span of the application
     are one answer on that span, mixing both runs' documents, with the last run's text. Nothing on a run span
