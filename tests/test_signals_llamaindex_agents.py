@@ -6,7 +6,7 @@ handoff, a ``Workflow`` of our own with a retrieve and a synthesize step) over `
 ``BaseEmbedding`` below, offline and deterministic with distinct similarities) and the models. The one fake
 model is LlamaIndex's own ``MockFunctionCallingLLM``, given a scripted ``response_generator`` (tool calls, then
 a final answer with ``[n]`` markers), as no model can run here; the query engines' synthesis uses ``MockLLM``
-(``text text ...``) where its text should carry no marker. The expected documents and scores come from running
+(``text text ...``, or its prompt echoed). The expected documents and scores come from running
 the retrievers directly; the expected scorecard from ``compute_confidence`` on inputs written out by hand.
 """
 
@@ -25,6 +25,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.tools import FunctionTool, QueryEngineTool, RetrieverTool
 from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
@@ -366,10 +367,10 @@ def test_a_return_direct_query_engine_tool_answers_with_its_synthesis(
     after it, so that synthesis is the answer text (its model call is the last to end)."""
     exporter, _ = tracer
     synthesis = "Paris is the capital of France [1]. Berlin is not [5]."
-    synthesizer = MockFunctionCallingLLM(
-        is_chat_model=True, response_generator=lambda messages, **_: answer(synthesis)
+    # ``MockLLM`` answers with its prompt: a question-answer template without variables makes that the text.
+    engine = index.as_query_engine(
+        similarity_top_k=2, llm=MockLLM(), text_qa_template=PromptTemplate(synthesis)
     )
-    engine = index.as_query_engine(similarity_top_k=2, llm=synthesizer)
     tool = QueryEngineTool.from_defaults(engine, name="atlas", description="atlas", return_direct=True)
     documents = tool_found(tool, exporter, CAPITAL)
     agent = FunctionAgent(tools=[tool], llm=scripted([tool_calls(("atlas", {"input": CAPITAL}))]))
