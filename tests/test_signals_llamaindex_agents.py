@@ -13,6 +13,7 @@ the retrievers directly; the expected scorecard from ``compute_confidence`` on i
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +34,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from packaging import version
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.otel import mark_answer
@@ -396,13 +398,12 @@ def test_a_return_direct_function_tool_leaves_no_answer_text(tracer: Traced, ind
     exporter, _ = tracer
     retriever = index.as_retriever(similarity_top_k=2)
 
-    def atlas(input: str) -> str:
+    async def atlas(input: str) -> str:
         """Search the atlas."""
-        return "\n".join(
-            f"[{n}] {item.node.get_content()}" for n, item in enumerate(retriever.retrieve(input), 1)
-        )
+        found = await retriever.aretrieve(input)
+        return "\n".join(f"[{n}] {item.node.get_content()}" for n, item in enumerate(found, 1))
 
-    tool = FunctionTool.from_defaults(fn=atlas, name="atlas", return_direct=True)
+    tool = FunctionTool.from_defaults(async_fn=atlas, name="atlas", return_direct=True)
     agent = FunctionAgent(tools=[tool], llm=scripted([tool_calls(("atlas", {"input": CAPITAL}))]))
 
     returned = run(lambda: agent.run(user_msg=QUESTION))
@@ -414,6 +415,35 @@ def test_a_return_direct_function_tool_leaves_no_answer_text(tracer: Traced, ind
     assert len(signals.inputs["candidates"]) == 2
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
     assert "citationCount" not in signals.inputs
+
+
+def test_a_sync_function_tool_keeps_its_retrieval_in_the_run_from_llama_index_core_0_14_22(
+    tracer: Traced, index: VectorStoreIndex
+) -> None:
+    """A ``FunctionTool`` over a plain ``def`` runs in the event loop's executor. ``llama-index-core`` 0.14.22 and
+    later copy the context into it, so the retrieval is beneath the tool and the run is scored; before (0.14.19
+    to 0.14.21) the retrieval was a trace of its own, a bare ``RETRIEVER`` root, and the run had no scorecard."""
+    exporter, _ = tracer
+    retriever = index.as_retriever(similarity_top_k=2)
+
+    def atlas(input: str) -> str:
+        """Search the atlas."""
+        return "\n".join(item.node.get_content() for item in retriever.retrieve(input))
+
+    tool = FunctionTool.from_defaults(fn=atlas, name="atlas")
+    agent = FunctionAgent(
+        tools=[tool], llm=scripted([tool_calls(("atlas", {"input": CAPITAL})), answer("Paris [1].")])
+    )
+    run(lambda: agent.run(user_msg=QUESTION))
+
+    groups = find_answers(records(exporter))
+    if version.parse(importlib.metadata.version("llama-index-core")) >= version.parse("0.14.22"):
+        assert [group.answer.name for group in groups] == ["FunctionAgent.run"]
+        assert "VectorIndexRetriever.retrieve" in {span.name for span in groups[0].spans}
+    else:
+        assert groups == []
+        (retrieval,) = [span for span in records(exporter) if span.name == "VectorIndexRetriever.retrieve"]
+        assert retrieval.parent_span_id is None
 
 
 def test_a_multi_agent_workflow_answers_once_on_its_run_span(tracer: Traced, index: VectorStoreIndex) -> None:
