@@ -54,6 +54,7 @@ COMPILED = [
     "src/rag_confidence/signals/haystack.py",
     "src/rag_confidence/signals/hosted.py",
     "src/rag_confidence/signals/langgraph.py",
+    "src/rag_confidence/signals/llamaindex_react.py",
     "src/rag_confidence/signals/native.py",
     "src/rag_confidence/signals/openinference.py",
     "src/rag_confidence/signals/openllmetry.py",

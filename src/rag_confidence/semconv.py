@@ -226,6 +226,10 @@ OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
 OPENINFERENCE_KIND_GUARDRAIL: Final = "GUARDRAIL"
 OPENINFERENCE_KIND_TOOL: Final = "TOOL"
 OPENINFERENCE_KIND_EMBEDDING: Final = "EMBEDDING"
+OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
+# The span the OpenInference LlamaIndex tracer records for the ReAct agent's parser of each model turn: its
+# ``output.value`` is the parsed step as JSON (``{"thought", "response"}`` for a final answer).
+LLAMAINDEX_REACT_PARSER_SPAN: Final = "ReActOutputParser.parse"
 OI_RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"
 OI_RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
 OI_RERANKER_QUERY: Final = "reranker.query"

@@ -20,6 +20,7 @@ from .citations import summarize, with_explicit
 from .documents import build_retrieval
 from .generation import final_answer, without_judges
 from .langgraph import graph_answer
+from .llamaindex_react import react_answer
 from .native import read_native
 from .options import SignalOptions, normalize_evaluation_name
 from .records import SpanRecord
@@ -118,7 +119,12 @@ def extract_signals(
 
     answer = (
         final_answer(
-            graph_answer(without_judges(generations, ordered, answer_span), ordered, options, reader),
+            graph_answer(
+                react_answer(without_judges(generations, ordered, answer_span), ordered, reader),
+                ordered,
+                options,
+                reader,
+            ),
             answer_span,
             options,
             reader,
