@@ -15,24 +15,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-import tests.test_signals_litellm  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
-import litellm
-from openinference.instrumentation.litellm import LiteLLMInstrumentor as OpenInferenceInstrumentor
-from opentelemetry import trace
-from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor as OpenLLMetryInstrumentor
-from opentelemetry.sdk.trace import TracerProvider
+# LiteLLM fetches its model cost map from the network at import unless told to use the copy it ships.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rag_confidence import compute_confidence, semconv
-from rag_confidence.signals import extract_signals, find_answers
-from tests.fake_openai import chat_completion, openai_response, output_message
-from tests.instrumented import LoopbackFake, LoopbackService, assert_scored_as, records, scored, traced_fixture
-from tests.test_signals_litellm import (
+import litellm  # noqa: E402
+from openinference.instrumentation.litellm import LiteLLMInstrumentor as OpenInferenceInstrumentor  # noqa: E402
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
+
+from rag_confidence import compute_confidence, semconv  # noqa: E402
+from rag_confidence.signals import extract_signals, find_answers  # noqa: E402
+from tests.fake_openai import chat_completion, openai_response, output_message  # noqa: E402
+from tests.instrumented import (  # noqa: E402
+    LoopbackFake,
+    LoopbackService,
+    assert_scored_as,
+    records,
+    scored,
+    traced_fixture,
+)
+from tests.test_signals_litellm import (  # noqa: E402
     ANSWER,
     OtelCallback,
     _logged,
@@ -196,8 +205,12 @@ def test_otel_callback_anthropic_messages_cut_short_is_truncated(
 # -- the two tracers -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("how", "name"), [("aresponses", "aresponses"), ("aanthropic_messages", "messages.create")])
-def test_openinference_bridge_is_an_llm_span(model: FakeProviders, openinference: Any, how: str, name: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "name"), [("aresponses", "aresponses"), ("aanthropic_messages", "messages.create")]
+)
+def test_openinference_bridge_is_an_llm_span(
+    model: FakeProviders, openinference: Any, how: str, name: str
+) -> None:
     """openinference-instrumentation-litellm wraps both bridges: an ``LLM`` span under the current span with the
     answer in ``llm.output_messages.0.message.contents.0.message_content.text`` (and ``llm.finish_reason`` =
     ``max_tokens`` for a cut Anthropic message)."""
@@ -231,3 +244,159 @@ def test_openllmetry_does_not_trace_the_bridges(model: FakeProviders, openllmetr
     signals = extract_signals(group.spans)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
     assert "citationCount" not in signals.inputs
+
+
+# -- LiteLLM's newer callback, LITELLM_OTEL_V2 ------------------------------------------------------------------
+
+
+class OtelV2:
+    """``LITELLM_OTEL_V2=true`` with a global SDK provider holding ``ConfidenceSpanProcessor`` (as
+    :class:`OtelCallback` sets up, whose fresh callback lists it reuses). ``OTEL_V2`` is read once and cached by
+    LiteLLM: the cache is cleared on both sides of the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from litellm.integrations.otel.model.config import is_otel_v2_enabled
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        # Earlier tests' calls whose loop closed before their callbacks ran are still queued: log them now,
+        # under the callbacks of their time, not into this test's logger.
+        asyncio.run(GLOBAL_LOGGING_WORKER.flush())
+        self.base = OtelCallback(monkeypatch)
+        self.exporter = self.base.exporter
+        self.provider = self.base.provider
+        monkeypatch.setenv("LITELLM_OTEL_V2", "true")
+        is_otel_v2_enabled.cache_clear()
+        self._clear = is_otel_v2_enabled.cache_clear
+
+    def names(self, trace_id: int) -> list[str]:
+        """The spans of one trace: LiteLLM's logging worker is a queue that outlives an event loop, so the calls
+        of earlier tests whose loop closed before their callbacks ran can be logged during this one."""
+        return sorted(
+            span.name for span in self.exporter.get_finished_spans() if span.context.trace_id == trace_id
+        )
+
+
+@pytest.fixture()
+def otel_v2(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtelV2]:
+    v2 = OtelV2(monkeypatch)
+    yield v2
+    monkeypatch.undo()
+    v2._clear()
+    v2.provider.shutdown()
+
+
+async def _acompletion(fake: FakeProviders, prompt: list[dict[str, str]], until: Callable[[], bool]) -> str:
+    response: Any = await litellm.acompletion(
+        model="openai/gpt-4o-mini", messages=prompt, api_base=f"{fake.service.url}/v1", api_key="test-key"
+    )
+    deadline = time.monotonic() + 10
+    while not until():  # the span is closed by the async success callback, a task of this loop
+        assert time.monotonic() < deadline, "LiteLLM's V2 callback ended no span in time"
+        await asyncio.sleep(0.01)
+    return str(response.choices[0].message.content)
+
+
+def test_otel_v2_by_name_exports_through_a_provider_of_its_own(model: FakeProviders, otel_v2: OtelV2) -> None:
+    """``litellm.callbacks = ["otel"]`` under ``LITELLM_OTEL_V2`` builds an ``OpenTelemetryV2`` logger on a
+    ``TracerProvider`` of its own (console export unless ``OTEL_EXPORTER``/``OTEL_ENDPOINT`` say otherwise), not
+    the global SDK provider the legacy callback adopts: its ``chat`` span never reaches the application's span
+    processors, and the request is scored without the answer's text."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+    from litellm.litellm_core_utils import litellm_logging
+
+    model.finish_reason = "length"
+    with otel_v2.provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        text = asyncio.run(_acompletion(model, messages(retrieve(otel_v2.provider)), lambda: True))
+        time.sleep(0.5)
+    trace_id = request.get_span_context().trace_id
+    assert text == ANSWER
+    (logger,) = [cb for cb in litellm_logging._in_memory_loggers if isinstance(cb, OpenTelemetryV2)]
+    try:
+        assert logger.tracer_provider is not otel_v2.provider
+        assert otel_v2.names(trace_id) == ["POST /ask", "retrieve kb"]
+        (answer_span,) = scored(otel_v2.exporter)
+        attributes = answer_span.attributes or {}
+        assert attributes[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+        assert semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED not in attributes
+    finally:
+        logger.tracer_provider.shutdown()
+
+
+@pytest.mark.parametrize("content", [None, "span_only"])
+def test_otel_v2_on_the_applications_provider_writes_a_chat_span(
+    model: FakeProviders, otel_v2: OtelV2, monkeypatch: pytest.MonkeyPatch, content: str | None
+) -> None:
+    """An ``OpenTelemetryV2`` logger given the application's provider (``litellm.callbacks =
+    [OpenTelemetryV2(tracer_provider=provider)]``): a ``CLIENT`` span ``chat gpt-4o-mini``, a child of the
+    current span, opened before the call and ended by the async success callback after it returned. It holds
+    ``gen_ai.operation.name`` = ``chat`` (for ``acompletion`` too), ``gen_ai.response.finish_reasons`` as a string
+    array, and, only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` allows it (the default is
+    ``no_content``), ``gen_ai.output.messages`` as OpenAI chat messages (``content``, no ``parts``, no
+    ``finish_reason``). No events, no log records. Read as the request's generation: its text (when captured)
+    and finish reason, in process and from the exported spans."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+
+    if content is not None:
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", content)
+    monkeypatch.setattr(litellm, "callbacks", [OpenTelemetryV2(tracer_provider=otel_v2.provider)])
+    model.finish_reason = "length"
+    with otel_v2.provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        trace_id = request.get_span_context().trace_id
+        prompt = messages(retrieve(otel_v2.provider))
+        logged = lambda: "chat gpt-4o-mini" in otel_v2.names(trace_id)  # noqa: E731
+        assert asyncio.run(_acompletion(model, prompt, logged)) == ANSWER
+
+    spans = {
+        span.name: span for span in otel_v2.exporter.get_finished_spans() if span.context.trace_id == trace_id
+    }
+    assert set(spans) == {"POST /ask", "retrieve kb", "chat gpt-4o-mini"}
+    chat = spans["chat gpt-4o-mini"]
+    assert chat.kind == trace.SpanKind.CLIENT and not chat.events
+    assert chat.parent is not None and chat.parent.span_id == request.get_span_context().span_id
+    attributes = dict(chat.attributes or {})
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert attributes["litellm.call_type"] == "acompletion"
+    assert list(attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]) == ["length"]
+    if content is None:
+        assert semconv.GEN_AI_OUTPUT_MESSAGES not in attributes
+        signals = assert_scored_as(
+            otel_v2.exporter, {k: v for k, v in expected_inputs().items() if "itation" not in k}, "POST /ask"
+        )
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    else:
+        output = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert output == [
+            {
+                "content": ANSWER,
+                "role": "assistant",
+                "tool_calls": None,
+                "function_call": None,
+                "refusal": None,
+            }
+        ]
+        signals = assert_scored_as(otel_v2.exporter, expected_inputs(), "POST /ask")
+        assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "length"
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+
+
+def test_otel_v2_writes_no_span_for_a_synchronous_completion(
+    model: FakeProviders, otel_v2: OtelV2, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The V2 logger closes its span from the async success callback only (its synchronous one does nothing),
+    which a synchronous ``litellm.completion`` in an application's own process does not run: no span at all."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    monkeypatch.setattr(litellm, "callbacks", [OpenTelemetryV2(tracer_provider=otel_v2.provider)])
+    with otel_v2.provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        response: Any = litellm.completion(
+            model="openai/gpt-4o-mini",
+            messages=messages(retrieve(otel_v2.provider)),
+            api_base=f"{model.service.url}/v1",
+            api_key="test-key",
+        )
+        assert response.choices[0].message.content == ANSWER
+        time.sleep(1.0)  # LiteLLM's logging thread
+    time.sleep(0.5)
+    assert otel_v2.names(request.get_span_context().trace_id) == ["POST /ask", "retrieve kb"]
