@@ -28,9 +28,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm  # noqa: E402
 from openinference.instrumentation.litellm import LiteLLMInstrumentor as OpenInferenceInstrumentor  # noqa: E402
 from opentelemetry import trace  # noqa: E402
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
 
 from rag_confidence import compute_confidence, semconv  # noqa: E402
+from rag_confidence.gateway.config import AssemblySettings  # noqa: E402
 from rag_confidence.signals import extract_signals, find_answers  # noqa: E402
 from tests.fake_openai import chat_completion, openai_response, output_message  # noqa: E402
 from tests.instrumented import (  # noqa: E402
@@ -40,6 +44,14 @@ from tests.instrumented import (  # noqa: E402
     records,
     scored,
     traced_fixture,
+)
+from tests.test_gateway_support import (  # noqa: E402
+    DownstreamReceiver,
+    attributes_of,
+    by_name,
+    downstream,
+    running_gateway,
+    test_config,
 )
 from tests.test_signals_litellm import (  # noqa: E402
     ANSWER,
@@ -51,7 +63,7 @@ from tests.test_signals_litellm import (  # noqa: E402
     retrieve,
 )
 
-__all__ = ["otel_callback"]  # the fixture, imported for pytest
+__all__ = ["downstream", "otel_callback"]  # the fixtures, imported for pytest
 
 BRIDGES = ("responses", "aresponses", "aanthropic_messages")
 
@@ -400,3 +412,97 @@ def test_otel_v2_writes_no_span_for_a_synchronous_completion(
         time.sleep(1.0)  # LiteLLM's logging thread
     time.sleep(0.5)
     assert otel_v2.names(request.get_span_context().trace_id) == ["POST /ask", "retrieve kb"]
+
+
+def test_otel_v2_span_of_a_call_whose_loop_ended_is_late(
+    model: FakeProviders, otel_v2: OtelV2, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An application that does not wait for LiteLLM's logging: the loop of ``asyncio.run`` closes with the
+    success callback still queued in LiteLLM's logging worker, so the ``chat`` span is written whenever a later
+    event loop runs that worker (here a ``flush``), after the request span ended: late work, forwarded but not
+    read, and the request is scored once without the answer's text."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    monkeypatch.setattr(litellm, "callbacks", [OpenTelemetryV2(tracer_provider=otel_v2.provider)])
+    with otel_v2.provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        assert asyncio.run(_acompletion(model, messages(retrieve(otel_v2.provider)), lambda: True)) == ANSWER
+    trace_id = request.get_span_context().trace_id
+    assert otel_v2.names(trace_id) == ["POST /ask", "retrieve kb"]
+    assert GLOBAL_LOGGING_WORKER.pending_count == 1
+
+    asyncio.run(GLOBAL_LOGGING_WORKER.flush())
+    assert otel_v2.names(trace_id) == ["POST /ask", "chat gpt-4o-mini", "retrieve kb"]
+    (answer_span,) = scored(otel_v2.exporter)
+    assert answer_span.name == "POST /ask"
+    assert (answer_span.attributes or {})[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    stats = otel_v2.base.processor.stats()
+    assert stats.answers_scored == 1 and stats.pending_traces == 0
+
+
+@pytest.mark.parametrize("window", [False, True], ids=["no assembly window", "assembly window"])
+def test_otel_v2_by_name_through_the_gateway(
+    downstream: DownstreamReceiver,
+    model: FakeProviders,
+    otel_v2: OtelV2,
+    monkeypatch: pytest.MonkeyPatch,
+    window: bool,
+) -> None:
+    """``callbacks = ["otel"]`` under ``LITELLM_OTEL_V2`` with ``OTEL_EXPORTER=otlp_grpc`` and content capture
+    on: LiteLLM's ``chat`` span (a child of the request span, in its trace) reaches the real gateway through
+    LiteLLM's own provider and exporter, the application's spans through the application's: two export
+    requests, the ``chat`` span's first (the application waits for LiteLLM's logging here). Without the
+    gateway's assembly window a request is all the gateway sees of a trace: the request span is scored without
+    the answer's text. With it, the ``chat`` span kept from the first request is read as the generation."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+    from litellm.litellm_core_utils import litellm_logging
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    model.finish_reason = "length"
+    config = test_config(assembly=AssemblySettings(max_age=30.0)) if window else None
+    with running_gateway(config) as running:
+        monkeypatch.setenv("OTEL_EXPORTER", "otlp_grpc")
+        monkeypatch.setenv("OTEL_ENDPOINT", f"http://127.0.0.1:{running.grpc_port}")
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+        provider = TracerProvider()
+        provider.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True),
+                schedule_delay_millis=60_000,
+            )
+        )
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+        loggers: list[OpenTelemetryV2] = []
+
+        def logged() -> bool:
+            """The logger is built and its span ended (removed from the calls it holds open)."""
+            loggers[:] = [cb for cb in litellm_logging._in_memory_loggers if isinstance(cb, OpenTelemetryV2)]
+            return (
+                bool(loggers) and not loggers[0]._open_llm_calls and GLOBAL_LOGGING_WORKER.pending_count == 0
+            )
+
+        with provider.get_tracer("app").start_as_current_span("POST /ask"):
+            assert asyncio.run(_acompletion(model, messages(retrieve(provider)), logged)) == ANSWER
+            (logger,) = loggers
+            assert logger.tracer_provider is not provider
+            assert logger.tracer_provider.force_flush()
+            (chat,) = downstream.wait_for_spans(1)
+            assert chat.name == "chat gpt-4o-mini"
+        provider.force_flush()
+        forwarded = downstream.wait_for_spans(3)
+        logger.tracer_provider.shutdown()
+        provider.shutdown()
+    spans = {name: attributes_of(span) for name, span in by_name(forwarded).items()}
+    assert set(spans) == {"POST /ask", "retrieve kb", "chat gpt-4o-mini"}
+    assert by_name(forwarded)["chat gpt-4o-mini"].parent_span_id == by_name(forwarded)["POST /ask"].span_id
+    request = spans["POST /ask"]
+    if window:
+        assert request[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(expected_inputs()).total
+        assert request[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+        assert request[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    else:
+        without_text = {key: value for key, value in expected_inputs().items() if "itation" not in key}
+        assert request[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(without_text).total
+        assert request[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+        assert semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED not in request
