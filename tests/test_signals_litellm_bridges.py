@@ -506,3 +506,42 @@ def test_otel_v2_by_name_through_the_gateway(
         assert request[semconv.RAG_CONFIDENCE_TOTAL] == compute_confidence(without_text).total
         assert request[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
         assert semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED not in request
+
+
+@pytest.mark.parametrize(
+    ("how", "name", "reason"),
+    [
+        ("aresponses", "chat gpt-4.1-mini", "stop"),
+        ("aanthropic_messages", "chat claude-3-5-haiku-20241022", "length"),
+    ],
+)
+def test_otel_v2_bridges_are_chat_spans(
+    model: FakeProviders,
+    otel_v2: OtelV2,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    name: str,
+    reason: str,
+) -> None:
+    """The V2 logger on the application's provider names both bridges' calls ``chat`` (the call type only in
+    ``litellm.call_type``), with the text as an OpenAI chat message when content capture is on, and Anthropic's
+    ``max_tokens`` as ``length``; read as the request's generation like a ``completion``."""
+    from litellm.integrations.otel.logger import OpenTelemetryV2
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    monkeypatch.setattr(litellm, "callbacks", [OpenTelemetryV2(tracer_provider=otel_v2.provider)])
+    model.stop_reason = "max_tokens"
+    with otel_v2.provider.get_tracer("app").start_as_current_span("POST /ask") as request:
+        trace_id = request.get_span_context().trace_id
+        prompt = messages(retrieve(otel_v2.provider))
+        assert bridge(model, prompt, how, lambda: name in otel_v2.names(trace_id)) == ANSWER
+
+    (chat,) = [span for span in otel_v2.exporter.get_finished_spans() if span.name == name]
+    attributes = dict(chat.attributes or {})
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert attributes["litellm.call_type"] == ("aresponses" if how == "aresponses" else "anthropic_messages")
+    (output,) = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    assert (output["role"], output["content"]) == ("assistant", ANSWER)
+    assert list(attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]) == [reason]
+    signals = assert_scored_as(otel_v2.exporter, expected_inputs(), "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is (reason == "length")
