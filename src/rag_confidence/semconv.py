@@ -177,6 +177,12 @@ GEN_AI_OPERATION_CHAT: Final = "chat"
 #: ``completion`` (which it writes as ``chat``), unless the latest experimental GenAI conventions are opted in.
 LITELLM_OPERATION_ACOMPLETION: Final = "acompletion"
 LITELLM_OPERATION_ATEXT_COMPLETION: Final = "atext_completion"
+#: ... and for its Responses API bridge (``litellm.responses`` / ``aresponses``) and its Anthropic Messages
+#: pass-through (``litellm.anthropic.messages.acreate``, written as ``anthropic_messages`` in litellm 1.110),
+#: which record the answer's text in ``gen_ai.output.messages`` as ``completion`` does.
+LITELLM_OPERATION_RESPONSES: Final = "responses"
+LITELLM_OPERATION_ARESPONSES: Final = "aresponses"
+LITELLM_OPERATION_ANTHROPIC_MESSAGES: Final = "anthropic_messages"
 GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
 GEN_AI_FINISH_REASON_LENGTH: Final = "length"
 #: Other spellings of "stopped on length" that instrumentors pass through from providers: Anthropic's and Bedrock's
