@@ -9,7 +9,6 @@ the retrievers directly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import semconv
 from rag_confidence.signals import AnswerGroup, extract_signals, find_answers, records_from_readable_spans
+from tests.fake_llamaindex import WordEmbedding, words
 from tests.instrumented import assert_scoreable, traced
 
 TEXTS = {
@@ -41,31 +41,7 @@ TEXTS = {
     "doc-alps": ("The Alps cross France, Italy and Switzerland.", {"document_type": "guide"}),
 }
 QUESTION = "What is the capital of France?"
-_WORD = re.compile(r"[a-z]+")
 dispatcher = get_dispatcher(__name__)
-
-
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
-
-
-class WordEmbedding(BaseEmbedding):
-    """Bag-of-words vectors over a fixed vocabulary: offline, deterministic, distinct similarities."""
-
-    vocabulary: list[str]
-
-    def _vector(self, text: str) -> list[float]:
-        present = words(text)
-        return [1.0 if word in present else 0.0 for word in self.vocabulary]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 class FixedLLM(CustomLLM):

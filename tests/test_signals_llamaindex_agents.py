@@ -3,11 +3,12 @@
 Real ``llama-index-core`` agents and workflows (``FunctionAgent``, ``ReActAgent``, ``AgentWorkflow`` with a
 handoff, a ``Workflow`` of our own with a retrieve and a synthesize step) over ``QueryEngineTool`` and
 ``RetrieverTool`` on an in-memory ``VectorStoreIndex``. What is faked: the embedding (a bag-of-words
-``BaseEmbedding`` below, offline and deterministic with distinct similarities) and the models. The one fake
-model is LlamaIndex's own ``MockFunctionCallingLLM``, given a scripted ``response_generator`` (tool calls, then
-a final answer with ``[n]`` markers), as no model can run here; the query engines' synthesis uses ``MockLLM``
-(``text text ...``, or its prompt echoed). The expected documents and scores come from running
-the retrievers directly; the expected scorecard from ``compute_confidence`` on inputs written out by hand.
+``BaseEmbedding`` in tests/fake_llamaindex.py, offline and deterministic with distinct similarities) and the
+models. The one fake model is LlamaIndex's own ``MockFunctionCallingLLM``, given a scripted
+``response_generator`` (tool calls, then a final answer with ``[n]`` markers), as no model can run here; the
+query engines' synthesis uses ``MockLLM`` (``text text ...``, or its prompt echoed). The expected documents and
+scores come from running the retrievers directly; the expected scorecard from ``compute_confidence`` on inputs
+written out by hand.
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import json
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -41,6 +40,7 @@ from rag_confidence.otel import mark_answer
 from rag_confidence.signals import extract_signals, find_answers
 from rag_confidence.signals.records import SpanRecord
 
+from .fake_llamaindex import WordEmbedding, words
 from .instrumented import confidence_processor, records, scored, traced
 from .test_gateway_support import (
     DownstreamReceiver,
@@ -62,32 +62,8 @@ TEXTS = {
 QUESTION = "What is the capital of France?"
 CAPITAL = "capital of France"
 RIVER = "longest river"
-_WORD = re.compile(r"[a-z]+")
 
 Traced = tuple[InMemorySpanExporter, TracerProvider]
-
-
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
-
-
-class WordEmbedding(BaseEmbedding):
-    """Bag-of-words vectors over a fixed vocabulary: offline, deterministic, distinct similarities."""
-
-    vocabulary: list[str]
-
-    def _vector(self, text: str) -> list[float]:
-        present = words(text)
-        return [1.0 if word in present else 0.0 for word in self.vocabulary]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 @pytest.fixture
