@@ -138,6 +138,23 @@ def assert_card(exporter: InMemorySpanExporter, expected: dict[str, Any], derive
     assert set(answer.attributes[semconv.RAG_CONFIDENCE_DERIVED_SIGNALS]) == derived
 
 
+def assert_cited(
+    exporter: InMemorySpanExporter, candidates: Any, *, cited: int, invalid: int, coverage: float
+) -> None:
+    """:func:`assert_card` for an answer whose citation inputs were all derived (and its support level
+    assumed): ``candidates`` as handed over, ``cited`` valid sources, ``invalid`` markers, ``coverage``."""
+    expected = {
+        "candidates": candidates,
+        "supportLevel": "medium",
+        "citationCount": cited,
+        "invalidCitationCount": invalid,
+        "citationCoverageScore": coverage,
+    }
+    assert_card(
+        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
+    )
+
+
 # -- explicit candidates (the decorator's signals=) --------------------------------------------------------------
 
 # Cites the first candidate by position, the third by id, and a document nobody handed over.
@@ -158,16 +175,7 @@ def test_explicit_candidates_are_citation_targets_without_a_retrieval_span(
         return generate(CITED)
 
     assert answer(QUESTION) == CITED
-    expected = {
-        "candidates": EXPLICIT,
-        "supportLevel": "medium",
-        "citationCount": 2,
-        "invalidCitationCount": 1,
-        "citationCoverageScore": 2 / 3,
-    }
-    assert_card(
-        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
-    )
+    assert_cited(exporter, EXPLICIT, cited=2, invalid=1, coverage=2 / 3)
     # The gateway has no signals(result): the spans alone hold no retrieval, so no citation input.
     for signals in gateway_signals(exporter):
         assert citations(signals.inputs) == {}
@@ -188,16 +196,7 @@ def test_positions_follow_the_explicit_ranks_when_every_candidate_has_one(
         return generate(text)
 
     answer(QUESTION)
-    expected = {
-        "candidates": given,
-        "supportLevel": "medium",
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-    }
-    assert_card(
-        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
-    )
+    assert_cited(exporter, given, cited=1, invalid=0, coverage=1.0)
 
 
 def test_explicit_candidates_add_to_the_retrieved_documents(
@@ -215,16 +214,7 @@ def test_explicit_candidates_add_to_the_retrieved_documents(
         return str(rag_chain(ListRetriever(ids=["doc-paris", "doc-berlin"]), CITED).invoke(QUESTION))
 
     answer(QUESTION)
-    expected = {
-        "candidates": explicit,
-        "supportLevel": "medium",
-        "citationCount": 2,
-        "invalidCitationCount": 1,
-        "citationCoverageScore": 2 / 3,
-    }
-    assert_card(
-        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
-    )
+    assert_cited(exporter, explicit, cited=2, invalid=1, coverage=2 / 3)
     # The spans alone (the gateway): the retriever's two documents, unscored; [doc-loire] is invalid there.
     for signals in gateway_signals(exporter):
         assert citations(signals.inputs) == {
@@ -269,16 +259,7 @@ def test_an_explicit_empty_candidate_list_makes_every_marker_invalid(
         return generate(CITED)
 
     answer(QUESTION)
-    expected = {
-        "candidates": [],
-        "supportLevel": "medium",
-        "citationCount": 0,
-        "invalidCitationCount": 3,
-        "citationCoverageScore": 0.0,
-    }
-    assert_card(
-        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
-    )
+    assert_cited(exporter, [], cited=0, invalid=3, coverage=0.0)
 
 
 # -- retrieval spans that record no documents -------------------------------------------------------------------
@@ -397,16 +378,7 @@ def test_explicit_candidates_judge_markers_beside_a_retrieval_span_without_docum
         return generate(text)
 
     answer(QUESTION)
-    expected = {
-        "candidates": given,
-        "supportLevel": "medium",
-        "citationCount": 2,
-        "invalidCitationCount": 1,
-        "citationCoverageScore": 2 / 3,
-    }
-    assert_card(
-        exporter, expected, {"supportLevel", "citationCount", "invalidCitationCount", "citationCoverageScore"}
-    )
+    assert_cited(exporter, given, cited=2, invalid=1, coverage=2 / 3)
 
 
 # -- every reader: "not recorded" against "found nothing", on span data alone ------------------------------------
