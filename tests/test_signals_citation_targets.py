@@ -262,6 +262,51 @@ def test_an_explicit_empty_candidate_list_makes_every_marker_invalid(
     assert_cited(exporter, [], cited=0, invalid=3, coverage=0.0)
 
 
+def explicit_only(text: str, given: list[Any]) -> ExtractedSignals:
+    """Extraction of an answer span holding ``text`` with the explicit candidates ``given`` and no retrieval."""
+    span = SpanRecord(
+        1, 1, None, "answer", {semconv.RAG_ANSWER: True, semconv.OI_OUTPUT_VALUE: text}, end_time=10
+    )
+    return extract_signals([span], explicit={"candidates": given})
+
+
+def test_chunks_of_one_document_keep_the_applications_numbering() -> None:
+    """Candidates are chunks, and ``documentId`` names their source document: two chunks of ``a`` then one of
+    ``b``, numbered [1]..[3] in the application's prompt. ``[3]`` is ``b``, not past the end. (Review finding:
+    the second ``a`` chunk was dropped, so ``[3]`` counted invalid.)"""
+    given = [candidate("a", 0.9), candidate("a", 0.8), candidate("b", 0.7)]
+    signals = explicit_only("Paris is the capital [3]. It is on the Seine [a].", given)
+    assert citations(signals.inputs) == {
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+
+
+def test_a_rank_too_large_for_a_float_orders_without_raising() -> None:
+    """Ranks are compared as given: an int beyond a float's range still sorts (it raised OverflowError out of
+    extraction), last here, so ``[1]`` is ``b``."""
+    given = [candidate("a", 0.9, rank=10**400), candidate("b", 0.8, rank=1)]
+    signals = explicit_only("Paris is the capital [1]. See [b].", given)
+    assert citations(signals.inputs) == {
+        "citationCount": 1,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+
+
+def test_a_null_camel_case_id_falls_back_to_the_snake_case_one() -> None:
+    """``{"documentId": None, "document_id": "a"}`` (as a caller of ``extract_signals`` may merge them): the
+    candidate is known as ``a``, so ``[a]`` is a valid citation (it was position-only, ``[a]`` no marker)."""
+    given = [{"documentId": None, "document_id": "a", "combinedScore": 0.9}]
+    signals = explicit_only("Paris is the capital [a].", given)
+    assert citations(signals.inputs) == {
+        "citationCount": 1,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+
+
 # -- retrieval spans that record no documents -------------------------------------------------------------------
 
 TWO_MARKERS = "Paris is the capital of France [1]. Berlin is the capital of Germany [2]."

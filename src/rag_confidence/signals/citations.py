@@ -55,7 +55,8 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
     every candidate gives one (ties as given), else as given. None when ``candidates`` is no list.
 
     Explicit candidates only add targets: a marker a retrieval span makes valid stays valid at the same
-    position. A candidate without an id is cited by position only.
+    position. A candidate without an id is cited by position only. Candidates sharing an id (chunks of one
+    source document) each keep their position, so the application's own numbering holds.
 
     >>> given = [{"documentId": "b", "rank": 2}, {"documentId": "a", "rank": 1}]
     >>> [entry.document.id for entry in with_explicit([], given) or ()]
@@ -67,7 +68,9 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
     ranked = True
     for candidate in candidates:
         if isinstance(candidate, Mapping):
-            document_id = candidate.get("documentId", candidate.get("document_id"))
+            document_id = candidate.get("documentId")
+            if not isinstance(document_id, str) or not document_id:
+                document_id = candidate.get("document_id")
             rank = candidate.get("rank")
         else:  # a ``Candidate`` model passed as it is
             document_id = getattr(candidate, "document_id", None)
@@ -76,8 +79,8 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
             ranked = False
         entries.append((document_id if isinstance(document_id, str) and document_id else None, rank))
     order = list(range(len(entries)))
-    if ranked:
-        order.sort(key=lambda position: float(entries[position][1]))
+    if ranked:  # compared as they are: an int rank beyond a float's range must not raise
+        order.sort(key=lambda position: entries[position][1])
     known = {
         identity
         for entry in presented
@@ -90,7 +93,6 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
         if document_id is None:
             targets.append(Merged(Document("", None, None, None), []))
         elif document_id not in known:
-            known.add(document_id)
             targets.append(Merged(Document(document_id, document_id, None, None), [document_id]))
     return targets
 
