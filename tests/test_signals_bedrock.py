@@ -337,6 +337,19 @@ def test_openllmetry_and_botocore_record_nothing_of_what_the_knowledge_base_retu
 # -- scoring what OpenInference records ------------------------------------------------------------------------
 
 
+TWO_CITED = "Paris is the capital of France [1]. The Loire is the longest river in France [2]."
+
+
+def converse_response(text: str) -> dict[str, Any]:
+    """A ``Converse`` reply as Bedrock returns it (the stubbed service's body): the model's text, ended."""
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 120, "outputTokens": 24, "totalTokens": 144},
+        "metrics": {"latencyMs": 300},
+    }
+
+
 def test_retrieve_then_converse_is_scored_on_the_knowledge_base_documents(
     openinference: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:
@@ -344,13 +357,7 @@ def test_retrieve_then_converse_is_scored_on_the_knowledge_base_documents(
     the method the knowledge base, the document type the source's attribute (not the content type ``TEXT``
     beside it), and the answer's markers count against them."""
     exporter, provider = openinference
-    text = "Paris is the capital of France [1]. The Loire is the longest river in France [2]."
-    converse = {
-        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 120, "outputTokens": 24, "totalTokens": 144},
-        "metrics": {"latencyMs": 300},
-    }
+    converse = converse_response(TWO_CITED)
     agent = stubbed("bedrock-agent-runtime", ("retrieve", retrieve_response()))
     runtime = stubbed("bedrock-runtime", ("converse", converse))
     with provider.get_tracer("app").start_as_current_span("POST /ask"):
@@ -382,13 +389,7 @@ def test_a_retrieve_that_found_nothing_records_no_document_list_so_the_markers_a
     markers are counted and not judged (no citation input), rather than called invalid. A tracer release that
     writes an empty list would make them invalid again."""
     exporter, provider = openinference_scored
-    text = "Paris is the capital of France [1]. The Loire is the longest river in France [2]."
-    converse = {
-        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 120, "outputTokens": 24, "totalTokens": 144},
-        "metrics": {"latencyMs": 300},
-    }
+    converse = converse_response(TWO_CITED)
     agent = stubbed("bedrock-agent-runtime", ("retrieve", {"retrievalResults": []}))
     runtime = stubbed("bedrock-runtime", ("converse", converse))
     with provider.get_tracer("app").start_as_current_span("POST /ask") as request:

@@ -270,38 +270,37 @@ def explicit_only(text: str, given: list[Any]) -> ExtractedSignals:
     return extract_signals([span], explicit={"candidates": given})
 
 
-def test_chunks_of_one_document_keep_the_applications_numbering() -> None:
-    """Candidates are chunks, and ``documentId`` names their source document: two chunks of ``a`` then one of
-    ``b``, numbered [1]..[3] in the application's prompt. ``[3]`` is ``b``, not past the end. (Review finding:
-    the second ``a`` chunk was dropped, so ``[3]`` counted invalid.)"""
-    given = [candidate("a", 0.9), candidate("a", 0.8), candidate("b", 0.7)]
-    signals = explicit_only("Paris is the capital [3]. It is on the Seine [a].", given)
+@pytest.mark.parametrize(
+    ("text", "given", "cited"),
+    [
+        # Candidates are chunks, and ``documentId`` names their source document: two chunks of ``a`` then one of
+        # ``b``, numbered [1]..[3] in the application's prompt. ``[3]`` is ``b``, not past the end (the second
+        # ``a`` chunk was dropped, so ``[3]`` counted invalid).
+        (
+            "Paris is the capital [3]. It is on the Seine [a].",
+            [candidate("a", 0.9), candidate("a", 0.8), candidate("b", 0.7)],
+            2,
+        ),
+        # Ranks are compared as given: an int beyond a float's range still sorts (it raised OverflowError out of
+        # extraction), last here, so ``[1]`` is ``b``.
+        (
+            "Paris is the capital [1]. See [b].",
+            [candidate("a", 0.9, rank=10**400), candidate("b", 0.8, rank=1)],
+            1,
+        ),
+        # ``{"documentId": None, "document_id": "a"}`` (as a caller of ``extract_signals`` may merge them): the
+        # candidate is known as ``a``, so ``[a]`` is a valid citation (it was position-only, ``[a]`` no marker).
+        ("Paris is the capital [a].", [{"documentId": None, "document_id": "a", "combinedScore": 0.9}], 1),
+    ],
+    ids=["chunks of one document keep their numbering", "a rank beyond a float", "a null camelCase id"],
+)
+def test_explicit_candidates_read_as_the_application_gives_them(
+    text: str, given: list[Any], cited: int
+) -> None:
+    """Review findings on how explicit candidates become citation targets: every marker is valid."""
+    signals = explicit_only(text, given)
     assert citations(signals.inputs) == {
-        "citationCount": 2,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-    }
-
-
-def test_a_rank_too_large_for_a_float_orders_without_raising() -> None:
-    """Ranks are compared as given: an int beyond a float's range still sorts (it raised OverflowError out of
-    extraction), last here, so ``[1]`` is ``b``."""
-    given = [candidate("a", 0.9, rank=10**400), candidate("b", 0.8, rank=1)]
-    signals = explicit_only("Paris is the capital [1]. See [b].", given)
-    assert citations(signals.inputs) == {
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-    }
-
-
-def test_a_null_camel_case_id_falls_back_to_the_snake_case_one() -> None:
-    """``{"documentId": None, "document_id": "a"}`` (as a caller of ``extract_signals`` may merge them): the
-    candidate is known as ``a``, so ``[a]`` is a valid citation (it was position-only, ``[a]`` no marker)."""
-    given = [{"documentId": None, "document_id": "a", "combinedScore": 0.9}]
-    signals = explicit_only("Paris is the capital [a].", given)
-    assert citations(signals.inputs) == {
-        "citationCount": 1,
+        "citationCount": cited,
         "invalidCitationCount": 0,
         "citationCoverageScore": 1.0,
     }

@@ -119,6 +119,20 @@ def candidates(documents: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
     ]
 
 
+def cited_inputs(
+    documents: Sequence[tuple[str, float]], *, cited: int = 1, invalid: int = 0, coverage: float = 1.0
+) -> dict[str, Any]:
+    """The inputs expected of an answer over ``documents`` whose citation inputs are derived and whose support
+    level is assumed (``medium``): by default one valid citation covering every sentence."""
+    return {
+        "candidates": candidates(documents),
+        "citationCount": cited,
+        "invalidCitationCount": invalid,
+        "citationCoverageScore": coverage,
+        "supportLevel": "medium",
+    }
+
+
 def tool_calls(*calls: tuple[str, dict[str, Any]]) -> ChatMessage:
     return ChatMessage(
         role=MessageRole.ASSISTANT,
@@ -203,13 +217,7 @@ def test_function_agent_over_a_query_engine_tool_answers_on_the_run_span(
     signals = extract_signals(group.spans)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_RETRIEVAL_SPANS] == 1
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
-    expected = {
-        "candidates": candidates(documents),
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(documents)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -268,13 +276,7 @@ def test_two_retrieval_rounds_number_their_documents_through_both(
     (group,) = find_answers(records(exporter))
     assert group.answer.name == "FunctionAgent.run"
     assert kinds(group.spans)["TOOL"] == ["RetrieverTool.acall"] * 2
-    expected = {
-        "candidates": candidates(first + second),
-        "citationCount": 2,
-        "invalidCitationCount": 1,
-        "citationCoverageScore": 2 / 3,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(first + second, cited=2, invalid=1, coverage=2 / 3)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -328,13 +330,7 @@ def test_react_agent_answer_is_the_parsed_answer_not_the_thought(
     assert group.answer.name == "ReActAgent.run"
     signals = extract_signals(group.spans)
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
-    expected = {
-        "candidates": candidates(documents),
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(documents)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -355,13 +351,7 @@ def test_a_return_direct_query_engine_tool_answers_with_its_synthesis(
 
     assert run(lambda: agent.run(user_msg=QUESTION)) == synthesis
 
-    expected = {
-        "candidates": candidates(documents),
-        "citationCount": 1,
-        "invalidCitationCount": 1,
-        "citationCoverageScore": 0.5,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(documents, invalid=1, coverage=0.5)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -449,13 +439,7 @@ def test_a_multi_agent_workflow_answers_once_on_its_run_span(tracer: Traced, ind
     (group,) = find_answers(records(exporter))
     assert group.answer.name == "AgentWorkflow.run" and group.answer.parent_span_id is None
     assert kinds(group.spans)["TOOL"] == ["FunctionTool.acall", "RetrieverTool.acall"]
-    expected = {
-        "candidates": candidates(documents),
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(documents)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -504,13 +488,7 @@ def test_a_custom_workflow_answers_on_its_run_span(tracer: Traced, index: Vector
     assert group.answer.attributes[semconv.OI_OUTPUT_VALUE] == (
         "StopEvent(result='Paris is the capital of France [1]. It has been so...')"
     )
-    expected = {
-        "candidates": candidates(documents),
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1 / 9,
-        "supportLevel": "medium",
-    }
+    expected = cited_inputs(documents, coverage=1 / 9)
     assert_gateway_agrees(exporter, expected)
 
 
@@ -559,16 +537,7 @@ def test_two_runs_without_a_parent_are_two_traces_and_two_scorecards(
     groups = find_answers(records(exporter))
     assert [group.answer.name for group in groups] == ["FunctionAgent.run"] * 2
     assert len({group.trace_id for group in groups}) == 2
-    expected = [
-        {
-            "candidates": candidates(documents),
-            "citationCount": 1,
-            "invalidCitationCount": 0,
-            "citationCoverageScore": 1.0,
-            "supportLevel": "medium",
-        }
-        for documents in (first, second)
-    ]
+    expected = [cited_inputs(documents) for documents in (first, second)]
     assert [extract_signals(group.spans).inputs for group in groups] == expected
     totals = [(span.attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] for span in scored(exporter)]
     assert totals == [compute_confidence(inputs).total for inputs in expected]
@@ -622,16 +591,7 @@ def test_each_run_marked_gets_its_own_scorecard(tracer: Traced, index: VectorSto
         ("capital", "marked"),
         ("river", "marked"),
     ]
-    expected = [
-        {
-            "candidates": candidates(documents),
-            "citationCount": 1,
-            "invalidCitationCount": 0,
-            "citationCoverageScore": 1.0,
-            "supportLevel": "medium",
-        }
-        for documents in (first, second)
-    ]
+    expected = [cited_inputs(documents) for documents in (first, second)]
     assert [extract_signals(group.spans).inputs for group in groups] == expected
     scorecards = {span.name: span.attributes or {} for span in scored(exporter)}
     assert set(scorecards) == {"capital", "river"}
@@ -720,13 +680,7 @@ def test_the_gateway_scores_the_exported_react_run_like_the_processor(
         index.as_retriever(similarity_top_k=2), name="atlas", description="atlas"
     )
     nodes = tool.call(input=CAPITAL).raw_output
-    expected_inputs = {
-        "candidates": candidates([(item.node.node_id, float(item.score or 0.0)) for item in nodes]),
-        "citationCount": 1,
-        "invalidCitationCount": 0,
-        "citationCoverageScore": 1.0,
-        "supportLevel": "medium",
-    }
+    expected_inputs = cited_inputs([(item.node.node_id, float(item.score or 0.0)) for item in nodes])
     expected = compute_confidence(expected_inputs)
     with running_gateway() as running:
         exporter = Recording(
