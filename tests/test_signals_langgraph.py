@@ -41,12 +41,14 @@ from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import (
     AnswerGroup,
     ExtractedSignals,
+    SignalOptions,
     SpanRecord,
     extract_signals,
     find_answers,
     is_retrieval_span,
 )
 from rag_confidence.signals import langgraph as langgraph_signals
+from rag_confidence.signals._values import Reader
 from tests.instrumented import confidence_processor, records, scored, traced
 from tests.test_gateway_support import (
     DownstreamReceiver,
@@ -703,19 +705,18 @@ def _llm(text: str) -> dict[str, Any]:
     ],
     ids=["messages_to_dict", "openai-style", "self-rag-state", "answer-key"],
 )
-def test_the_graph_output_names_the_answer_in_each_state_shape(
-    state: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_graph_output_names_the_answer_in_each_state_shape(state: dict[str, Any]) -> None:
     spans = _graph_trace(json.dumps(state))
     signals = extract_signals(spans)
     assert signals.inputs["citationCount"] == 1
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 1
-    # Without the grader, the search that skips parsing the state agrees with parsing it.
-    answered = [span for span in spans if span.name != "grader"]
-    shortcut = extract_signals(answered)
-    monkeypatch.setattr(langgraph_signals, "_quoted_in", lambda text, output: False)
-    assert extract_signals(answered) == shortcut
-    assert shortcut.inputs["citationCount"] == 1
+    # The search that skips parsing the state (for an answer long enough to be told apart) agrees with parsing
+    # it: the state, parsed, names the answer the search finds quoted in it.
+    answer = "Paris is the capital of France, and has been for more than a thousand years [doc-1]."
+    assert len(answer) >= langgraph_signals._DISTINCT_CHARS
+    output = json.dumps(state).replace("Paris [doc-1].", answer)
+    assert langgraph_signals._quoted_in(answer, (output, False))
+    assert langgraph_signals._answer_text((output, False), SignalOptions(), Reader()) == answer
 
 
 def test_a_short_verdict_found_elsewhere_in_the_state_is_not_taken_for_the_answer() -> None:
@@ -759,14 +760,17 @@ def test_long_json_generations_are_not_parsed_in_search_of_the_answer(
     """The gateway reads sender-shaped spans: thousands of model calls writing a megabyte of JSON each, and a
     graph output naming none of them, cost one parse each (about 50 ms apiece) before the answer rule skipped
     what cannot be a structured answer quoting the graph's answer."""
+    # A spy on ``json.loads``, which the structured-answer parse calls: module attributes of the standard library
+    # are looked up at each call even from mypyc-compiled code, where a patch of the signals modules' own
+    # functions would never be called.
     parsed: list[int] = []
-    real = langgraph_signals._json_fields
+    real = json.loads
 
-    def counting(text: str) -> Any:
+    def counting(text: str, *args: Any, **kwargs: Any) -> Any:
         parsed.append(len(text))
-        return real(text)
+        return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(langgraph_signals, "_json_fields", counting)
+    monkeypatch.setattr(json, "loads", counting)
     payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
     state = {"messages": [{"type": "ai", "data": {"content": "Paris [doc-1]."}}]}
     spans = _graph_trace(json.dumps(state))
@@ -774,7 +778,7 @@ def test_long_json_generations_are_not_parsed_in_search_of_the_answer(
     # SpanRecord refuses a float).
     calls = [SpanRecord(1, 100 + n, 1, "call", _llm(payload), end_time=21 + n) for n in range(9)]
     extract_signals([*spans[:2], *calls, *spans[2:]])
-    assert parsed == []
+    assert all(length < len(payload) for length in parsed)
 
 
 def test_without_a_readable_graph_output_the_last_generation_is_read_as_before() -> None:

@@ -389,16 +389,24 @@ def test_a_long_retriever_tool_output_is_not_parsed(monkeypatch: pytest.MonkeyPa
     """The gateway reads sender-shaped spans: a megabyte of JSON in the ``output.value`` of each of many retriever
     tool spans cost one parse apiece (about 90 ms each here) only to tell "found nothing" from results."""
     from rag_confidence.signals import SpanRecord
-    from rag_confidence.signals import openinference as openinference_signals
+    from rag_confidence.signals import _values as values_module
 
+    # Spies on the two parsers every JSON read ends in: the scanner ``loads_json`` calls and ``json.loads``. Both
+    # are looked up at each call even from mypyc-compiled code (a module variable, a module of the standard
+    # library), where a patch of ``loads_json`` itself would never be called.
     parsed: list[int] = []
-    real = openinference_signals.loads_json
+    real_scan, real_loads = values_module._SCAN, json.loads
 
-    def counting(text: str) -> Any:
+    def counting_scan(text: str, index: int) -> Any:
         parsed.append(len(text))
-        return real(text)
+        return real_scan(text, index)
 
-    monkeypatch.setattr(openinference_signals, "loads_json", counting)
+    def counting_loads(text: str, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(len(text))
+        return real_loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(values_module, "_SCAN", counting_scan)
+    monkeypatch.setattr(json, "loads", counting_loads)
     payload = json.dumps({f"k{n}": {"v": n} for n in range(40_000)})
     tools = [
         SpanRecord(
