@@ -219,7 +219,7 @@ def final_answer(
 def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> None:
     assert answer.text is not None
     keys = options.answer_keys
-    parsed = _json_fields(answer.text)
+    parsed = json_fields(answer.text)
     if parsed is None:
         parsed = _dspy_fields(answer.text, keys, reader)
     if parsed is None:
@@ -250,7 +250,7 @@ def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> 
         answer.citations = _citation_references(citations, options, reader)
 
 
-def _json_fields(text: str) -> Mapping[str, Any] | None:
+def json_fields(text: str) -> Mapping[str, Any] | None:
     """The object of a JSON answer (optionally in a fenced block), else None."""
     text = text.strip()
     if text.startswith("```"):

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import semconv
 from ._values import MAX_JSON_CHARS, Generation, Reader, first_key, loads_json, unredacted
-from .generation import _json_fields
+from .generation import json_fields
 from .options import SignalOptions
 from .records import SpanRecord
 
@@ -103,7 +103,7 @@ def _states(generation_text: str, text: str, options: SignalOptions) -> bool:
         or not _quoted_in(text, (generation_text, False))
     ):
         return False
-    fields = _json_fields(generation_text)
+    fields = json_fields(generation_text)
     return fields is not None and first_key(fields, options.answer_keys.get("answer", ())) == text
 
 
