@@ -314,6 +314,12 @@ def _base_env(**extra: str) -> dict[str, str]:
         ),
         (("--max-concurrent-requests", "2147483647"), {}, "plus --max-queued-requests must be at most"),
         ((), {"RAG_CONFIDENCE_GATEWAY_NO_SCORING": "maybe"}, "expected true or false"),
+        # Retry-After is whole seconds (HTTP delta-seconds): 1.5 is refused as what it is not.
+        (
+            (),
+            {"RAG_CONFIDENCE_GATEWAY_RETRY_AFTER": "1.5"},
+            "RAG_CONFIDENCE_GATEWAY_RETRY_AFTER: expected a whole number, got '1.5'",
+        ),
         (("--assembly-max-age", "inf"), {}, "finite"),
         (("--log-level", "verbose"), {}, "invalid choice"),
         (
@@ -338,6 +344,7 @@ def _base_env(**extra: str) -> dict[str, str]:
         "request bytes past grpc's int in the environment",
         "streams past grpc's int",
         "kill switch maybe",
+        "retry-after 1.5 in the environment",
         "window inf",
         "log level",
         "tls files",

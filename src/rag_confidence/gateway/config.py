@@ -333,7 +333,9 @@ def config_from_arguments(
         try:
             value = kind(text)
         except ValueError:
-            raise ConfigValidationError(f"{source}: expected a number, got {text!r}", path=source) from None
+            # int("1.5") fails too: "expected a number" would refuse a number without saying why.
+            expected = "a whole number" if kind is int else "a number"
+            raise ConfigValidationError(f"{source}: expected {expected}, got {text!r}", path=source) from None
         if not math.isfinite(value):
             raise ConfigValidationError(f"{source}: expected a finite number, got {text!r}", path=source)
         return value
