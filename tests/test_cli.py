@@ -166,6 +166,17 @@ def test_schema_describes_inputs_config_and_scorecard() -> None:
     assert "recommendedAction" in schemas["scorecard"]["properties"]
 
 
+def test_schema_declares_its_dialect() -> None:
+    import jsonschema  # the test extra installs it
+
+    # The README promises JSON Schema 2020-12: a tool given one schema must not read it in its own default dialect.
+    for which in ("inputs", "config", "scorecard"):
+        schema = json.loads(run("schema", which).stdout)
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert jsonschema.validators.validator_for(schema) is jsonschema.Draft202012Validator
+        jsonschema.Draft202012Validator.check_schema(schema)
+
+
 def test_jsonl_scorecards_of_non_finite_inputs_read_back() -> None:
     from rag_confidence.models import ConfidenceScorecard
 

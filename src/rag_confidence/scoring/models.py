@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -178,10 +178,18 @@ def _publish(node: Any) -> Any:
     return out
 
 
+# Declared in what ``rag-confidence schema`` prints: tools read a schema without ``$schema`` in their own default
+# dialect (draft-07 for some), where ``$defs`` and the 2020-12 keywords pydantic writes mean nothing.
+JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
+
+
 def published_json_schema(model: type[BaseModel], description: bool = True) -> dict[str, Any]:
     """``model``'s JSON Schema as ``rag-confidence schema`` prints it: camelCase keys, the value rules the
     validator enforces (enums, bounds) as keywords, and every date-time form the API reads."""
-    schema: dict[str, Any] = _publish(model.model_json_schema(by_alias=True, mode="validation"))
+    schema: dict[str, Any] = {
+        "$schema": JSON_SCHEMA_DIALECT,
+        **_publish(model.model_json_schema(by_alias=True, mode="validation")),
+    }
     if description:
         schema["description"] = f"{schema.get('description', '')} {_CANONICAL}".strip()
     return schema
