@@ -24,10 +24,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader, Metric, Sum
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from rag_confidence import semconv
+from rag_confidence import compute_confidence, semconv
 from rag_confidence.gateway.config import MIB, GatewayConfig, add_arguments, config_from_arguments
 from rag_confidence.gateway.telemetry import GatewayMetrics
-from rag_confidence.otel import ConfidenceSpanProcessor, record_signals
+from rag_confidence.otel import ConfidenceSpanProcessor, evaluation_event_attributes, record_signals
 from rag_confidence.signals import ANSWER_HINT_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,3 +338,12 @@ def test_gateway_doc_names_every_key_the_screen_reads() -> None:
     section = _section("docs/gateway.md", "`rag_confidence.signals.ANSWER_HINT_KEYS`:", ") and event names")
     documented = {code for code in _CODE.findall(section) if re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", code)}
     assert documented == ANSWER_HINT_KEYS
+
+
+def test_event_section_names_the_attributes_of_the_evaluation_record() -> None:
+    section = _section("docs/otel.md", "## Event\n", "## Building blocks")
+    names = {re.split(r"[\s=]", code)[0] for code in _CODE.findall(section)}
+    documented = {name for name in names if re.fullmatch(r"(gen_ai|rag)\.[\w.]+", name)}
+    card = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": []})
+    emitted = set(evaluation_event_attributes(card, response_id="chatcmpl-1"))
+    assert documented - {semconv.GEN_AI_EVALUATION_RESULT} == emitted
