@@ -27,7 +27,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.gateway.config import MIB, GatewayConfig, add_arguments, config_from_arguments
 from rag_confidence.gateway.telemetry import GatewayMetrics
-from rag_confidence.otel import ConfidenceSpanProcessor, evaluation_event_attributes, record_signals
+from rag_confidence.otel import (
+    ConfidenceSpanProcessor,
+    evaluation_event_attributes,
+    record_signals,
+    scorecard_attributes,
+)
 from rag_confidence.signals import ANSWER_HINT_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -347,3 +352,59 @@ def test_event_section_names_the_attributes_of_the_evaluation_record() -> None:
     card = compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": []})
     emitted = set(evaluation_event_attributes(card, response_id="chatcmpl-1"))
     assert documented - {semconv.GEN_AI_EVALUATION_RESULT} == emitted
+
+
+_SPAN_TABLES = [
+    ("README.md", "### Reference: span attributes", "Read from any span of the answer"),
+    ("docs/otel.md", "## Span attributes (on the answer span)", "Inputs you may set on any span"),
+]
+
+
+def _attribute_names(cell: str) -> list[list[str]]:
+    """The names of a table cell, each with its readings: a name written from its dot on (``.tier1.label``,
+    ``.max``) continues ``rag.confidence.`` or replaces the end of the name before it."""
+    names: list[list[str]] = []
+    previous = ""
+    for code in _CODE.findall(cell):
+        if code.startswith("."):
+            kept = previous.split(".")[: -code.count(".")]
+            readings = [semconv.RAG_CONFIDENCE_PREFIX + code[1:], ".".join(kept) + code]
+        elif code.startswith(semconv.RAG_CONFIDENCE_PREFIX):
+            readings = [code]
+        else:
+            continue
+        previous = readings[-1]
+        names.append(readings)
+    return names
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    """``<name>`` and ``*`` stand for any part of a name."""
+    return re.compile(
+        re.escape(name).replace(re.escape("<name>"), "[a-z_]+").replace(re.escape("*"), "[a-z_.]+")
+    )
+
+
+@pytest.mark.parametrize(("path", "start", "end"), _SPAN_TABLES, ids=[t[0] for t in _SPAN_TABLES])
+def test_span_attribute_tables_match_what_is_written_on_the_answer_span(
+    path: str, start: str, end: str
+) -> None:
+    documented = [
+        readings
+        for line in _section(path, start, end).splitlines()
+        if line.startswith("| `")
+        for readings in _attribute_names(line.split("|")[1])
+    ]
+    # Every optional dimension on, so tier 2 and every dimension name is written.
+    card = compute_confidence(
+        {"supportLevel": "high", "hasConflict": False, "answerRelevanceScore": 0.9, "candidates": []},
+        {"authority": {}, "corpus": {"expectedTypes": ["policy"]}, "freshness": {}, "indexIntegrity": {}},
+    )
+    written = set(scorecard_attributes(card))
+    assert semconv.RAG_CONFIDENCE_TIER2_SCORE in written
+    patterns = [_pattern(name) for readings in documented for name in readings]
+    assert not {name for name in written if not any(pattern.fullmatch(name) for pattern in patterns)}
+    # Each name spelled out in full is one the code writes (the diagnostics and the error are constants).
+    ours = {value for value in vars(semconv).values() if isinstance(value, str)} | written
+    spelled = [readings for readings in documented if not any("*" in n or "<" in n for n in readings)]
+    assert [readings for readings in spelled if not ours & set(readings)] == []
