@@ -408,3 +408,58 @@ def test_span_attribute_tables_match_what_is_written_on_the_answer_span(
     ours = {value for value in vars(semconv).values() if isinstance(value, str)} | written
     spelled = [readings for readings in documented if not any("*" in n or "<" in n for n in readings)]
     assert [readings for readings in spelled if not ours & set(readings)] == []
+
+
+def _expand(code: str) -> set[str]:
+    """``rag.signal.claims.{total,supported}`` -> both names."""
+    match = re.fullmatch(r"(.*)\.\{(.*)\}", code)
+    return {f"{match.group(1)}.{part}" for part in match.group(2).split(",")} if match else {code}
+
+
+_SIGNAL_LISTS = [
+    ("README.md", "Read from any span of the answer", "### Reference: metrics and events"),
+    ("docs/otel.md", "Inputs you may set on any span of the answer", "The keywords are"),
+]
+
+
+@pytest.mark.parametrize(("path", "start", "end"), _SIGNAL_LISTS, ids=[t[0] for t in _SIGNAL_LISTS])
+def test_signal_lists_name_every_rag_signal_attribute(path: str, start: str, end: str) -> None:
+    listed: set[str] = set()
+    for code in _CODE.findall(_section(path, start, end)):
+        if code.startswith("record_signals") or (" " in code and "<" not in code):
+            continue
+        name = code if code.startswith(semconv.RAG_SIGNAL_PREFIX) else semconv.RAG_SIGNAL_PREFIX + code
+        listed |= _expand(name)
+    known = {
+        value
+        for key, value in vars(semconv).items()
+        if key.startswith("RAG_SIGNAL_") and not key.endswith("PREFIX")
+    }
+    # The index inputs are listed as a pattern: rag.signal.index.<field>.
+    index = {name for name in known if name.startswith(semconv.RAG_SIGNAL_INDEX_PREFIX)}
+    assert {name for name in listed if "<" not in name} == known - index
+    patterned = [name for name in listed if "<" in name]
+    assert len(patterned) == 1 and patterned[0].startswith(semconv.RAG_SIGNAL_INDEX_PREFIX + "<")
+    assert index  # what that pattern stands for
+
+
+def test_diagnostics_table_names_every_extraction_diagnostic() -> None:
+    section = _section("docs/signals.md", "## Diagnostics (attributes under `rag.confidence.`)", "## Key map")
+    documented = {
+        code
+        for code in _CODE.findall(section)
+        if code.startswith(semconv.RAG_CONFIDENCE_PREFIX) and code != semconv.RAG_CONFIDENCE_PREFIX
+    }
+    diagnostics = {
+        value
+        for key, value in vars(semconv).items()
+        if key.startswith(
+            (
+                "RAG_CONFIDENCE_RETRIEVAL_",
+                "RAG_CONFIDENCE_CITATION_",
+                "RAG_CONFIDENCE_GENERATION_",
+                "RAG_CONFIDENCE_SIGNALS_",
+            )
+        )
+    }
+    assert documented == diagnostics
