@@ -512,6 +512,9 @@ def test_an_exporter_or_wrong_typed_options_are_refused_when_the_processor_is_ma
     ConfidenceSpanProcessor(SpanProcessor(), emit_events=0).shutdown()  # type: ignore[arg-type]  # falsy, as in Python
     with pytest.raises(UsageError, match="meter_provider=...\\) must be a MeterProvider or None, not str"):
         ConfidenceSpanProcessor(SpanProcessor(), meter_provider="otlp")  # type: ignore[arg-type]
+    # Accepted, every answer's extraction failed on it: each span forwarded with rag.confidence.error only.
+    with pytest.raises(UsageError, match="signal_options=...\\) must be a SignalOptions, not dict"):
+        ConfidenceSpanProcessor(SpanProcessor(), signal_options={"rerank_method": "x"})  # type: ignore[arg-type]
     # Duck-typed: the API's own providers pass.
     from opentelemetry._logs import NoOpLoggerProvider
     from opentelemetry.metrics import NoOpMeterProvider

@@ -32,7 +32,13 @@ from .enriched_span import copy_with
 from .events import EvaluationEmitter
 from .failures import describe_failure
 from .held_evaluations import Evaluations, with_evaluations
-from .limits import check_flags, check_processor_limits, check_providers, check_span_processor
+from .limits import (
+    check_flags,
+    check_processor_limits,
+    check_providers,
+    check_signal_options,
+    check_span_processor,
+)
 from .metrics import shared_instruments, span_context_as_parent
 from .pipeline import observe_processor
 from .trace_buffers import TraceBuffers
@@ -151,6 +157,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         check_providers(
             "ConfidenceSpanProcessor", meter_provider=meter_provider, logger_provider=logger_provider
         )
+        check_signal_options("ConfidenceSpanProcessor", signal_options)
         check_processor_limits(
             max_pending_traces=max_pending_traces,
             max_spans_per_trace=max_spans_per_trace,

@@ -34,7 +34,7 @@ from ..scoring.models import ScoringConfig
 from ..scoring.validation import did_you_mean
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
-from .limits import PROCESSOR_LIMITS, check_processor_limits
+from .limits import PROCESSOR_LIMITS, check_processor_limits, check_signal_options
 from .processor import ConfidenceSpanProcessor
 
 __all__ = [
@@ -195,6 +195,7 @@ def configure_from_env(
             "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
         )
     _check_processor_options(processor_options)
+    check_signal_options("configure_from_env", signal_options)
     if config is None:
         config = _config_from_env()  # as the zero-code setup reads it
     create_scorer(config)  # a bad config raises here, before any provider is installed
