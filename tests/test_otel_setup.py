@@ -549,6 +549,15 @@ def test_a_misspelt_background_switch_is_logged_and_read_as_false(
             'signal_options={"rerank_method": "x"}',
             "configure_from_env(signal_options=...) must be a SignalOptions, not dict",
         ),
+        ('emit_events="no"', "configure_from_env(emit_events=...) must be True or False, not 'no'"),
+        (
+            'background_scoring="off"',
+            "configure_from_env(background_scoring=...) must be True or False, not 'off'",
+        ),
+        (
+            'meter_provider="otlp"',
+            "configure_from_env(meter_provider=...) must be a MeterProvider or None, not str",
+        ),
     ],
 )
 def test_configure_from_env_refuses_a_wrong_typed_option_before_installing_anything(

@@ -34,7 +34,13 @@ from ..scoring.models import ScoringConfig
 from ..scoring.validation import did_you_mean
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
-from .limits import PROCESSOR_LIMITS, check_processor_limits, check_signal_options
+from .limits import (
+    PROCESSOR_LIMITS,
+    check_flags,
+    check_processor_limits,
+    check_providers,
+    check_signal_options,
+)
 from .processor import ConfidenceSpanProcessor
 
 __all__ = [
@@ -206,6 +212,10 @@ def configure_from_env(
     return _remember(_configure_sdk(configurator, factory, {}))
 
 
+_FLAGS = ("emit_events", "background_scoring")
+_PROVIDERS = ("meter_provider", "logger_provider")
+
+
 def _check_processor_options(options: Mapping[str, Any]) -> None:
     """Misspelt or misplaced options fail here, before any provider is installed (the processor itself is
     built inside the SDK's setup, after the global providers are set)."""
@@ -216,6 +226,8 @@ def _check_processor_options(options: Mapping[str, Any]) -> None:
             hint = did_you_mean(option, accepted)
             raise UsageError(f"configure_from_env: unknown ConfidenceSpanProcessor option {option!r}{hint}")
     check_processor_limits(**{name: options[name] for name in PROCESSOR_LIMITS if name in options})
+    check_flags("configure_from_env", **{name: options[name] for name in _FLAGS if name in options})
+    check_providers("configure_from_env", **{name: options[name] for name in _PROVIDERS if name in options})
 
 
 _installed: Telemetry | None = None
