@@ -199,8 +199,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def _on_ending(self, span: Span) -> None:
         # Part of the SDK's processor protocol (private there): pass it on so a downstream that uses it works.
+        # A duck-typed downstream (accepted, see check_span_processor) may not have it: nothing to pass on.
+        on_ending = getattr(self._downstream, "_on_ending", None)
+        if on_ending is None:
+            return
         try:
-            self._downstream._on_ending(span)
+            on_ending(span)
         except Exception:
             self._count_failure("the downstream span processor failed in _on_ending", _DOWNSTREAM)
 
