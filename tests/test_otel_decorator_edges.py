@@ -88,6 +88,38 @@ def test_a_cancelled_async_call_is_not_scored(setup: Setup) -> None:
     assert _scored(setup) == [] and setup.score_count() == 0
 
 
+def test_an_abandoned_async_call_closed_elsewhere_is_not_scored_and_clears_nothing(setup: Setup) -> None:
+    # A task left pending when its loop went away: the garbage collector closes its coroutine later, in
+    # whatever context is current then. Before, that cleared the card of the call made there and raised
+    # (ContextVar tokens reset outside the task's context) out of coroutine.close().
+    @setup.decorate(name="answer")
+    async def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        await asyncio.Future()
+        return "never"
+
+    @setup.decorate(name="complete")
+    def complete() -> str:
+        record_signals(support_level="high", has_conflict=False)
+        return "done"
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(answer())
+        loop.run_until_complete(asyncio.sleep(0.01))
+    finally:
+        loop.close()
+    complete()
+    card = last_scorecard()
+    assert card is not None
+    task.get_coro().close()  # as garbage collection would, later and anywhere
+    assert last_scorecard() is card
+    assert _scored(setup) == ["complete"]
+    answer_span = setup.spans()["answer"]
+    assert (answer_span.attributes or {})[semconv.RAG_ANSWER] is False
+
+
 def test_last_scorecard_is_cleared_by_a_call_that_raises(setup: Setup) -> None:
     @setup.decorate(name="answer")
     def answer(fail: bool) -> str:

@@ -252,6 +252,29 @@ def test_a_concurrent_root_keeps_the_answered_mark_of_its_trace(background: bool
     assert set(_scored(exporter)) == {"answer 2"}  # request 2 is no second answer by rule (c)
 
 
+@BOTH_MODES
+def test_a_long_trace_of_nested_answers_keeps_a_bounded_answered_mark(background: bool) -> None:
+    # An evaluation run (or a chat session) in one span, each item in a span of its own around its answer: each
+    # answer left a mark on its item that stayed until the run ended, one per item, without bound.
+    provider, exporter, processor = _setup(background_scoring=background)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("run") as run:
+        for _ in range(300):
+            with (
+                tracer.start_as_current_span("item"),
+                tracer.start_as_current_span("answer", attributes={semconv.RAG_ANSWER: True}),
+                tracer.start_as_current_span("retrieve", attributes=RETRIEVAL),
+            ):
+                pass
+        provider.force_flush()
+        pending = processor._buffers._pending[run.get_span_context().trace_id]
+        assert len(pending.answered) <= 1  # the run's own: its items ended
+    provider.force_flush()
+    assert "run" not in _scored(exporter)  # it answered already: no answer by rule (c)
+    assert len([s for s in exporter.get_finished_spans() if s.name == "answer"]) == 300
+    assert processor.stats().pending_traces == 0
+
+
 # -- the TTL runs from a trace's last activity ----------------------------------------------------------------
 
 

@@ -443,6 +443,38 @@ def test_a_failing_downstream_never_reaches_the_application() -> None:
     ]
 
 
+def test_a_duck_typed_downstream_without_on_ending_is_no_failure(caplog: pytest.LogCaptureFixture) -> None:
+    # The processor accepts any object with the four public methods; the SDK's private _on_ending hook is
+    # passed on to a downstream that has it, and is no failure for one that has not.
+    class Exporting:
+        def __init__(self) -> None:
+            self.exporter = InMemorySpanExporter()
+
+        def on_start(self, span: Span, parent_context: Any = None) -> None:
+            pass
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.exporter.export([span])
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    downstream = Exporting()
+    processor = ConfidenceSpanProcessor(downstream)  # type: ignore[arg-type]
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    caplog.set_level(logging.WARNING, logger="rag_confidence")
+    with provider.get_tracer("t").start_as_current_span("request"):
+        pass
+    assert [span.name for span in downstream.exporter.get_finished_spans()] == ["request"]
+    assert processor.stats().scoring_failures == 0
+    assert "failed" not in caplog.text
+    provider.shutdown()
+
+
 def test_a_scoring_error_marks_the_answer_and_keeps_the_span() -> None:
     # Strict validation turns the input warning "no candidates" into an InputValidationError.
     pipeline = make_pipeline("simple", config={"validation": "strict"})
@@ -512,6 +544,9 @@ def test_an_exporter_or_wrong_typed_options_are_refused_when_the_processor_is_ma
     ConfidenceSpanProcessor(SpanProcessor(), emit_events=0).shutdown()  # type: ignore[arg-type]  # falsy, as in Python
     with pytest.raises(UsageError, match="meter_provider=...\\) must be a MeterProvider or None, not str"):
         ConfidenceSpanProcessor(SpanProcessor(), meter_provider="otlp")  # type: ignore[arg-type]
+    # Accepted, every answer's extraction failed on it: each span forwarded with rag.confidence.error only.
+    with pytest.raises(UsageError, match="signal_options=...\\) must be a SignalOptions, not dict"):
+        ConfidenceSpanProcessor(SpanProcessor(), signal_options={"rerank_method": "x"})  # type: ignore[arg-type]
     # Duck-typed: the API's own providers pass.
     from opentelemetry._logs import NoOpLoggerProvider
     from opentelemetry.metrics import NoOpMeterProvider

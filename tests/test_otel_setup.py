@@ -540,3 +540,40 @@ def test_a_misspelt_background_switch_is_logged_and_read_as_false(
     assert "not true or false" in caplog.text
     monkeypatch.setenv(ENV_BACKGROUND_SCORING, " TRUE ")
     assert _flag(ENV_BACKGROUND_SCORING) is True
+
+
+@pytest.mark.parametrize(
+    ("option", "refusal"),
+    [
+        (
+            'signal_options={"rerank_method": "x"}',
+            "configure_from_env(signal_options=...) must be a SignalOptions, not dict",
+        ),
+        ('emit_events="no"', "configure_from_env(emit_events=...) must be True or False, not 'no'"),
+        (
+            'background_scoring="off"',
+            "configure_from_env(background_scoring=...) must be True or False, not 'off'",
+        ),
+        (
+            'meter_provider="otlp"',
+            "configure_from_env(meter_provider=...) must be a MeterProvider or None, not str",
+        ),
+    ],
+)
+def test_configure_from_env_refuses_a_wrong_typed_option_before_installing_anything(
+    option: str, refusal: str
+) -> None:
+    # Refused once the SDK had set its tracer provider, the application could not call it again corrected.
+    program = (
+        "from opentelemetry import trace\n"
+        "from rag_confidence.errors import UsageError\n"
+        "from rag_confidence.otel import configure_from_env\n"
+        "try:\n"
+        f"    configure_from_env({option})\n"
+        "except UsageError as error:\n"
+        "    print('refused:', error)\n"
+        "print(type(trace.get_tracer_provider()).__name__)\n"
+    )
+    result = run_program(program, exporters_off_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"refused: {refusal}", "ProxyTracerProvider"]

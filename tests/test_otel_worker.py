@@ -47,6 +47,26 @@ def test_a_full_queue_refuses_and_stop_runs_what_is_left_in_the_caller() -> None
     release.set()
 
 
+def test_stop_keeps_to_its_timeout_when_a_job_is_stuck() -> None:
+    # The processor's shutdown promises 30 s at most; with a job stuck in the downstream it took twice that
+    # (the drain waited the timeout out, then the join of the thread waited it out again).
+    worker = BackgroundWorker("test", max_queue=4)
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck() -> None:
+        started.set()
+        release.wait(30)
+
+    assert worker.submit(stuck)
+    assert started.wait(10)
+    begun = time.monotonic()
+    worker.stop(1.0)
+    took = time.monotonic() - begun
+    release.set()
+    assert 1.0 <= took < 1.6
+
+
 def test_a_failing_job_does_not_stop_the_worker() -> None:
     worker = BackgroundWorker("test", max_queue=10)
     ran: list[int] = []

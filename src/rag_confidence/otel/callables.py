@@ -8,8 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from ..signals import SignalOptions
-from .limits import check_callable_arity, check_flags, check_providers
+from .limits import check_callable_arity, check_flags, check_providers, check_signal_options
 
 __all__ = [
     "ASYNC_GENERATOR",
@@ -80,10 +79,7 @@ def check_options(
             )
         # Found at decoration, not as an error logged at every call.
         check_callable_arity("scored_answer", option, value, arguments, arguments.count(",") + 1)
-    if signal_options is not None and not isinstance(signal_options, SignalOptions):
-        raise UsageError(
-            f"scored_answer(signal_options=...) must be a SignalOptions, not {type(signal_options).__name__}"
-        )
+    check_signal_options("scored_answer", signal_options)
     check_flags("scored_answer", **flags)
     check_providers("scored_answer", **providers)
 

@@ -3,12 +3,14 @@ scorecard back to the caller."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar, cast, overload
 
 from opentelemetry import trace
@@ -169,9 +171,9 @@ def scored_answer(
                     else:
                         yield span, sink
                 finally:
-                    OWN_SPANS.reset(own_token)
+                    _reset(OWN_SPANS, own_token)
             finally:
-                SIGNAL_SINK.reset(token)
+                _reset(SIGNAL_SINK, token)
 
         def finish(span: Span, sink: SignalSink, result: Any) -> None:
             scorecard = _score(span, sink, result, scorer, signals, instruments, events)
@@ -217,8 +219,10 @@ def scored_answer(
                 with answer_scope() as (span, sink):
                     try:
                         result = await function(*args, **kwargs)
-                    except BaseException:
-                        decline(span)
+                    except BaseException as error:
+                        # Closed (GeneratorExit): an abandoned task's coroutine, closed by the garbage collector
+                        # wherever it runs; the card of the context it happens in is another call's.
+                        decline(span, clear_last=not isinstance(error, GeneratorExit))
                         raise
                     if not declined(span, result):
                         finish(span, sink, result)
@@ -303,6 +307,13 @@ def _score(
             "rag-confidence: recording confidence metrics or the event failed\n%s", describe_failure(error)
         )
     return scored.scorecard
+
+
+def _reset(variable: ContextVar[Any], token: Token[Any]) -> None:
+    # A coroutine closed from another context (an abandoned task's, by the garbage collector) cannot reset the
+    # values it set in its own, which went with its task; raising here would fail the close.
+    with contextlib.suppress(ValueError):
+        variable.reset(token)
 
 
 def _read_by_a_processor(span: Span) -> bool:

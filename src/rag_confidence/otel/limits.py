@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigValidationError, UsageError
+from ..signals import SignalOptions
 
 __all__ = [
     "PROCESSOR_LIMITS",
@@ -15,6 +16,7 @@ __all__ = [
     "check_flags",
     "check_processor_limits",
     "check_providers",
+    "check_signal_options",
     "check_span_processor",
 ]
 
@@ -57,6 +59,13 @@ def check_providers(owner: str, **providers: Any) -> None:
         kind, method = _PROVIDER_METHODS[name]
         if value is not None and not callable(getattr(value, method, None)):
             raise UsageError(f"{owner}({name}=...) must be a {kind} or None, not {type(value).__name__}")
+
+
+def check_signal_options(owner: str, value: object) -> None:
+    """Raise :class:`~rag_confidence.errors.UsageError` unless ``value`` is None or a ``SignalOptions``:
+    accepted, every answer's signal extraction would fail on it (a mapping of options is the usual slip)."""
+    if value is not None and not isinstance(value, SignalOptions):
+        raise UsageError(f"{owner}(signal_options=...) must be a SignalOptions, not {type(value).__name__}")
 
 
 def check_span_processor(value: Any) -> None:

@@ -32,7 +32,13 @@ from .enriched_span import copy_with
 from .events import EvaluationEmitter
 from .failures import describe_failure
 from .held_evaluations import Evaluations, with_evaluations
-from .limits import check_flags, check_processor_limits, check_providers, check_span_processor
+from .limits import (
+    check_flags,
+    check_processor_limits,
+    check_providers,
+    check_signal_options,
+    check_span_processor,
+)
 from .metrics import shared_instruments, span_context_as_parent
 from .pipeline import observe_processor
 from .trace_buffers import TraceBuffers
@@ -151,6 +157,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         check_providers(
             "ConfidenceSpanProcessor", meter_provider=meter_provider, logger_provider=logger_provider
         )
+        check_signal_options("ConfidenceSpanProcessor", signal_options)
         check_processor_limits(
             max_pending_traces=max_pending_traces,
             max_spans_per_trace=max_spans_per_trace,
@@ -192,8 +199,12 @@ class ConfidenceSpanProcessor(SpanProcessor):
 
     def _on_ending(self, span: Span) -> None:
         # Part of the SDK's processor protocol (private there): pass it on so a downstream that uses it works.
+        # A duck-typed downstream (accepted, see check_span_processor) may not have it: nothing to pass on.
+        on_ending = getattr(self._downstream, "_on_ending", None)
+        if on_ending is None:
+            return
         try:
-            self._downstream._on_ending(span)
+            on_ending(span)
         except Exception:
             self._count_failure("the downstream span processor failed in _on_ending", _DOWNSTREAM)
 

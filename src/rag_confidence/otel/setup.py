@@ -34,7 +34,13 @@ from ..scoring.models import ScoringConfig
 from ..scoring.validation import did_you_mean
 from ..signals import SignalOptions
 from .evaluations import EvaluationLogProcessor
-from .limits import PROCESSOR_LIMITS, check_processor_limits
+from .limits import (
+    PROCESSOR_LIMITS,
+    check_flags,
+    check_processor_limits,
+    check_providers,
+    check_signal_options,
+)
 from .processor import ConfidenceSpanProcessor
 
 __all__ = [
@@ -195,6 +201,7 @@ def configure_from_env(
             "provider.add_span_processor(ConfidenceSpanProcessor(BatchSpanProcessor(exporter)))"
         )
     _check_processor_options(processor_options)
+    check_signal_options("configure_from_env", signal_options)
     if config is None:
         config = _config_from_env()  # as the zero-code setup reads it
     create_scorer(config)  # a bad config raises here, before any provider is installed
@@ -203,6 +210,10 @@ def configure_from_env(
     factory = _ProcessorFactory(config=config, signal_options=signal_options, options=options)
     configurator = RagConfidenceConfigurator()  # type: ignore[no-untyped-call]
     return _remember(_configure_sdk(configurator, factory, {}))
+
+
+_FLAGS = ("emit_events", "background_scoring")
+_PROVIDERS = ("meter_provider", "logger_provider")
 
 
 def _check_processor_options(options: Mapping[str, Any]) -> None:
@@ -215,6 +226,8 @@ def _check_processor_options(options: Mapping[str, Any]) -> None:
             hint = did_you_mean(option, accepted)
             raise UsageError(f"configure_from_env: unknown ConfidenceSpanProcessor option {option!r}{hint}")
     check_processor_limits(**{name: options[name] for name in PROCESSOR_LIMITS if name in options})
+    check_flags("configure_from_env", **{name: options[name] for name in _FLAGS if name in options})
+    check_providers("configure_from_env", **{name: options[name] for name in _PROVIDERS if name in options})
 
 
 _installed: Telemetry | None = None

@@ -49,7 +49,8 @@ class _PendingTrace:
         self.evaluations: list[tuple[int, EventRecord]] = []
         # The parents of the marked answers taken from this buffer: a local root with one of them in its subtree
         # (itself included) answered already, and is no answer by rule (c); another local root of the trace is
-        # not concerned. A mark moves up to the parent of an answer that takes it with its subtree.
+        # not concerned. A mark moves up to the parent of an answer that takes it with its subtree, and of a span
+        # that ends with it (so marks stay on running spans: bounded in a long trace of many answers).
         self.answered: set[int] = set()
         # True once a buffered span is a retrieval or a marked answer; None while some spans were buffered
         # without that screen (background scoring leaves it to the worker) and none passed it. Traces with
@@ -184,6 +185,8 @@ class TraceBuffers:
             else:
                 pending.created = now
                 self._pending.move_to_end(trace_id)
+            if pending.answered:
+                _move_mark_up(pending.answered, span)
             if len(pending.spans) < self._max_spans_per_trace:
                 pending.spans.append(span)
                 if may_answer or pending.may_answer is False:
@@ -369,12 +372,40 @@ class TraceBuffers:
                 mine, pending.evaluations = split_evaluations(pending.evaluations, beneath)
                 evaluations = by_span(mine)
             if not local_root and not orphan and parent_span_id is not None and (answers_itself or answered):
-                marks.add(parent_span_id)
+                marks.add(_still_running_above(pending.spans, parent_span_id))
             # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
             # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
             if (local_root or orphan) and not pending.spans and not marks:
                 self._release(trace_id, pending)
             return members, answered, pending.may_answer, evaluations
+
+
+def _move_mark_up(marks: set[int], span: ReadableSpan) -> None:
+    """``span`` ended with an answer beneath it: its parent now has one beneath it. Every root or answer above
+    the span is above its parent too (a local root ends through :meth:`TraceBuffers.take`, never here), so
+    marks stay on spans still running: one per item of a long run, not one per item ever run."""
+    context, parent = span.context, span.parent
+    if context is not None and parent is not None and context.span_id in marks:
+        marks.discard(context.span_id)
+        marks.add(parent.span_id)
+
+
+def _still_running_above(spans: list[ReadableSpan], span_id: int) -> int:
+    """``span_id``, or, when that span ended already (buffered in ``spans``; with background scoring an answer
+    is taken after its parent may have ended), its nearest ancestor that is not buffered: where the mark would
+    have moved up to (see :func:`_move_mark_up`)."""
+    if not spans:
+        return span_id
+    parents = {
+        span.context.span_id: span.parent.span_id
+        for span in spans
+        if span.context is not None and span.parent is not None
+    }
+    seen: set[int] = set()
+    while span_id in parents and span_id not in seen:
+        seen.add(span_id)
+        span_id = parents[span_id]
+    return span_id
 
 
 def _span_ids(spans: list[ReadableSpan]) -> set[int]:

@@ -79,6 +79,7 @@ class BackgroundWorker:
     def stop(self, timeout_s: float) -> None:
         """Refuse new jobs, let the queue drain for up to ``timeout_s``, then run what is left right here:
         a job forwards a span, so none may be dropped."""
+        deadline = time.monotonic() + timeout_s
         with self._condition:
             self._stopping = True
             self._condition.notify_all()
@@ -96,7 +97,8 @@ class BackgroundWorker:
                     self._condition.notify_all()
         thread = self._thread
         if thread is not None and thread.ident is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, timeout_s))
+            # What is left of the timeout: a thread stuck in a job already cost the drain all of it.
+            thread.join(max(0.0, deadline - time.monotonic()))
         if self._exit_hook is not None:
             self._exit_hook()  # unregisters the exit flush: nothing is left to flush
 
