@@ -2,18 +2,21 @@
 
 No cluster is available here, so the API server's admission is out of reach; ``kubectl kustomize`` (offline)
 renders the kustomization exactly as ``kubectl apply -k`` would send it, and these tests check the rendered
-objects: selectors match pod labels, Service ports reach declared container ports, probes hit the health
-endpoints, the HPAs scale the Deployments, PodDisruptionBudgets cover them, and every pod is locked down.
+objects: each is valid against the Kubernetes API's own OpenAPI schema (strictly: no unknown field), selectors
+match pod labels, Service ports reach declared container ports, probes hit the health endpoints, the HPAs scale
+the Deployments, PodDisruptionBudgets cover them, and every pod is locked down.
 """
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -65,6 +68,24 @@ def test_renders_the_expected_objects(objects: list[dict[str, Any]]) -> None:
     for obj in objects:
         if obj["kind"] != "Namespace":
             assert obj["metadata"]["namespace"] == "observability", obj["metadata"]["name"]
+
+
+# The oldest release the manifests claim (collector/README.md: the preStop sleep action needs 1.30) and the newest
+# whose schemas kubernetes-validate ships.
+@pytest.mark.parametrize("version", ["1.30.0", kubernetes_validate.latest_version()])
+def test_every_object_is_valid_for_the_kubernetes_api(objects: list[dict[str, Any]], version: str) -> None:
+    for obj in objects:
+        # Strict: a misspelt or misplaced field (which the API server would drop or refuse) fails here.
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_a_misplaced_field_is_refused(objects: list[dict[str, Any]]) -> None:
+    # The check above would pass vacuously if the validator let unknown fields through.
+    deployment = copy.deepcopy(of_kind(objects, "Deployment")[0])
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["ports"][0]["port"] = container["ports"][0].pop("containerPort")  # a Service's key, in a pod
+    with pytest.raises(kubernetes_validate.ValidationError, match="port"):
+        kubernetes_validate.validate(deployment, "1.30.0", strict=True)
 
 
 def test_deployment_selectors_match_their_pod_labels(objects: list[dict[str, Any]]) -> None:
