@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from rag_confidence.gateway import ListenAddress
+from rag_confidence.gateway.command import build_parser
+from rag_confidence.gateway.config import (
+    DEFAULT_GRPC_LISTEN,
+    DEFAULT_HTTP_LISTEN,
+    ENV_GRPC_LISTEN,
+    ENV_HTTP_LISTEN,
+    config_from_arguments,
+)
 
 from .test_gateway_support import (
     DownstreamReceiver,
@@ -38,3 +47,14 @@ def test_the_ipv6_wildcard_accepts_ipv4_clients_on_both_listeners(downstream: Do
             provider.shutdown()
             assert exporter.results == [SpanExportResult.SUCCESS]
         assert len(downstream.wait_for_spans(4)) == 4
+
+
+@pytest.mark.parametrize("variable", [ENV_GRPC_LISTEN, ENV_HTTP_LISTEN])
+def test_a_blank_listen_variable_means_the_default_not_off(variable: str) -> None:
+    # A manifest that templates the variable from an empty value sets it to "": like every other blank
+    # variable of the gateway (and OpenTelemetry's rule for its own), that is unset, not a listener turned off.
+    config = config_from_arguments(build_parser().parse_args([]), {variable: ""})
+    assert str(config.grpc_listen) == DEFAULT_GRPC_LISTEN
+    assert str(config.http_listen) == DEFAULT_HTTP_LISTEN
+    off = config_from_arguments(build_parser().parse_args([]), {variable: "off"})
+    assert None in (off.grpc_listen, off.http_listen)
