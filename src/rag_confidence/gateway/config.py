@@ -241,8 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--body-timeout",
         type=float,
         metavar="SECONDS",
-        help=f"longest time to receive an OTLP/HTTP body while holding a slot; a slower one gets 503 "
-        f"(env {ENV_BODY_TIMEOUT}; default 10)",
+        help=f"longest time to receive an OTLP/HTTP body or gRPC message while holding a slot; a slower one "
+        f"gets 503/UNAVAILABLE (env {ENV_BODY_TIMEOUT}; default 10)",
     )
     limits.add_argument(
         "--retry-after",
