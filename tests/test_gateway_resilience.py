@@ -14,7 +14,7 @@ from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -353,3 +353,65 @@ def test_spans_of_a_caller_that_gave_up_before_forwarding_are_not_forwarded(
     assert len(downstream.wait_for_spans(2)) == 2
     time.sleep(0.3)  # a copy of the abandoned request would arrive right behind
     assert len(downstream.spans()) == 2
+
+
+class _FirstCallUnavailable(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    """A downstream that stores what it receives, but refuses its first call with UNAVAILABLE once the other
+    calls are in (stored, their answers still on the way): a Collector briefly out of memory, say."""
+
+    def __init__(self, sink: DownstreamReceiver, others: int) -> None:
+        self._sink = sink
+        self._others = threading.Semaphore(0)
+        self._expected = others
+        self._first = threading.Lock()
+        self._refused = threading.Event()
+
+    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (generated name)
+        if self._first.acquire(blocking=False):
+            for _ in range(self._expected):
+                self._others.acquire(timeout=10)
+            self._refused.set()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "try again")
+        self._sink.record(request)
+        self._others.release()
+        self._refused.wait(10)
+        time.sleep(0.3)  # the refusal reaches the gateway before these answers do
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def test_a_refused_export_does_not_make_concurrent_ones_deliver_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    receiver = DownstreamReceiver()
+    server = grpc.server(ThreadPoolExecutor(max_workers=8))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+        _FirstCallUnavailable(receiver, others=3), server
+    )
+    server.add_insecure_port(f"{LOOPBACK}:{receiver.port}")
+    server.start()
+    point_downstream_at(monkeypatch, receiver, timeout=10)
+    bodies = []
+    for _ in range(4):
+        memory = InMemorySpanExporter()
+        plain_trace(tracer_provider(memory, batch=False), spans=1)
+        bodies.append(encode_spans(memory.get_finished_spans()).SerializeToString())
+    try:
+        with (
+            running_gateway(test_config(max_concurrent_requests=4)) as running,
+            ThreadPoolExecutor(4) as pool,
+        ):
+
+            def send(body: bytes) -> None:
+                # Each upstream on its own connection, as separate Collectors are.
+                options = [("grpc.use_local_subchannel_pool", 1)]
+                with grpc.insecure_channel(f"{LOOPBACK}:{running.grpc_port}", options=options) as channel:
+                    channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(
+                        body, timeout=20
+                    )
+
+            list(pool.map(send, bodies))  # every request answered OK: the gateway delivered each
+        delivered = Counter(span.span_id for span in receiver.spans())
+        assert len(delivered) == 4
+        assert set(delivered.values()) == {1}, "a request answered once was delivered twice"
+    finally:
+        server.stop(None)

@@ -241,8 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--body-timeout",
         type=float,
         metavar="SECONDS",
-        help=f"longest time to receive an OTLP/HTTP body while holding a slot; a slower one gets 503 "
-        f"(env {ENV_BODY_TIMEOUT}; default 10)",
+        help=f"longest time to receive an OTLP/HTTP body or gRPC message while holding a slot; a slower one "
+        f"gets 503/UNAVAILABLE (env {ENV_BODY_TIMEOUT}; default 10)",
     )
     limits.add_argument(
         "--retry-after",
@@ -342,7 +342,10 @@ def config_from_arguments(
 
     def address(flag: object, env_name: str, default: str, option: str) -> ListenAddress | None:
         text = pick(flag, env_name)
-        text = default if text is None else text
+        if text is None or (flag is None and not text.strip()):
+            # A blank variable is unset, as every other one here (a manifest templating an empty value sets
+            # it): "off" turns a listener off, never an empty string an upstream would find no port behind.
+            text = default
         return None if text.strip().lower() in _DISABLED else ListenAddress.parse(text, option=option)
 
     token = _load_token(pick(args.auth_token_file, ENV_AUTH_TOKEN_FILE), env.get(ENV_AUTH_TOKEN))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -133,11 +134,39 @@ class _GrpcRequestExporter(GrpcSpanExporter):
 
 
 class GrpcForwarder:
+    """One SDK exporter per worker thread: on UNAVAILABLE the exporter closes its channel and opens another,
+    which cancels every export in progress on that channel. Shared, one request's refusal cancelled the others'
+    calls after the downstream had stored them, and their retries delivered them twice. (Channels with the same
+    settings still share their connection.)"""
+
     def __init__(
         self, timeout: float | None, compression: grpc.Compression | None = None, *, configured: str = ""
     ) -> None:
-        self._exporter = _GrpcRequestExporter(timeout=timeout, compression=compression)
+        self._timeout = timeout
+        self._compression = compression
+        # Built now, so settings the SDK refuses stop the gateway at start; the first thread to forward takes it.
+        self._exporter = self._new_exporter()
+        self._idle = [self._exporter]
+        self._exporters = [self._exporter]
+        self._lock = threading.Lock()
+        self._closed = False
+        self._local = threading.local()
         self._configured = configured
+
+    def _new_exporter(self) -> _GrpcRequestExporter:
+        return _GrpcRequestExporter(timeout=self._timeout, compression=self._compression)
+
+    def _own_exporter(self) -> _GrpcRequestExporter:
+        exporter: _GrpcRequestExporter | None = getattr(self._local, "exporter", None)
+        if exporter is None:
+            with self._lock:
+                exporter = self._idle.pop() if self._idle else self._new_exporter()
+                if exporter is not self._exporter:
+                    self._exporters.append(exporter)
+                if self._closed:
+                    exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+            self._local.exporter = exporter
+        return exporter
 
     @property
     def description(self) -> str:
@@ -145,15 +174,19 @@ class GrpcForwarder:
 
     def forward(self, request: ExportTraceServiceRequest) -> ForwardResult:
         try:
-            result = self._exporter._export(request)
-        except Exception as error:  # a channel closed under us by a concurrent reconnect, shutdown, ...
+            result = self._own_exporter()._export(request)
+        except Exception as error:  # a channel closed under us by shutdown, ...
             return ForwardResult(False, f"gRPC export raised {type(error).__name__}")
         if result is SpanExportResult.SUCCESS:
             return ForwardResult(True)
         return ForwardResult(False, "gRPC export failed")
 
     def shutdown(self) -> None:
-        self._exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+        with self._lock:
+            self._closed = True
+            exporters = list(self._exporters)
+        for exporter in exporters:
+            exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 class _HttpRequestExporter(HttpSpanExporter):

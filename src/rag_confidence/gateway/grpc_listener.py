@@ -2,9 +2,12 @@
 
 The method is registered with a bytes-in handler rather than the generated servicer: grpcio answers a
 request its generated deserializer cannot parse with ``INTERNAL``, and a client must see ``INVALID_ARGUMENT``.
-Message size (after decompression) is limited by grpcio itself (``grpc.max_receive_message_length``), which
-answers ``RESOURCE_EXHAUSTED``. Retryable errors carry ``RetryInfo`` both where the Python SDK looks
-(``google.rpc.retryinfo-bin``) and where gRPC's rich status lives (``grpc-status-details-bin``, read by Go).
+The handler is a stream-unary one (a unary client sees no difference on the wire), so that the token and a
+processing slot are checked before the message is read: a call the gateway cannot take now is refused
+retryably without holding its message, as on the HTTP listener. Message size (after decompression) is
+limited by grpcio itself (``grpc.max_receive_message_length``), which answers ``RESOURCE_EXHAUSTED``.
+Retryable errors carry ``RetryInfo`` both where the Python SDK looks (``google.rpc.retryinfo-bin``) and where
+gRPC's rich status lives (``grpc-status-details-bin``, read by Go).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ _SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
 _TRANSPORT = semconv.GATEWAY_TRANSPORT_GRPC
 _STATUS_CODES = {status.value[0]: status for status in grpc.StatusCode}
 _AUTHORIZATION = "authorization"
-_GRPC_INT_MAX = 2**31 - 1
 
 
 class GrpcListener:
@@ -41,14 +43,11 @@ class GrpcListener:
         self._gateway = gateway
         self._address = address
         config = gateway.config
-        # A hard ceiling on calls in the process at once, whatever the number of connections: each holds its
-        # message in memory (grpcio reads it before the handler runs, before the token is checked). Calls
-        # past it are refused at their start with RESOURCE_EXHAUSTED, which OTLP clients do not retry, so the
-        # ceiling sits well above what admission lets in (those get UNAVAILABLE, retried).
+        # No maximum_concurrent_rpcs: grpcio refuses calls past it with RESOURCE_EXHAUSTED and no RetryInfo,
+        # which the Collector's exporter drops for good (a few upstreams on slow links, their calls open with
+        # messages not in yet, were enough). A message is read only once its call holds a processing slot
+        # (see _export), so calls past admission are refused retryably at once and hold no message.
         self._server = grpc.aio.server(
-            maximum_concurrent_rpcs=min(
-                4 * (config.max_concurrent_requests + config.max_queued_requests), _GRPC_INT_MAX
-            ),
             options=[
                 ("grpc.max_receive_message_length", config.max_request_bytes),
                 # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
@@ -59,7 +58,7 @@ class GrpcListener:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        handler = grpc.unary_unary_rpc_method_handler(self._export)
+        handler = grpc.stream_unary_rpc_method_handler(self._export)
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(_SERVICE.full_name, {_SERVICE.methods[0].name: handler}),)
         )
@@ -78,7 +77,7 @@ class GrpcListener:
         # New RPCs are refused at once; RPCs in progress get up to ``grace`` seconds.
         await self._server.stop(grace)
 
-    async def _export(self, body: bytes, context: Any) -> bytes:
+    async def _export(self, requests: Any, context: Any) -> bytes:
         gateway = self._gateway
         started = time.perf_counter()
         gateway.metrics.active(_TRANSPORT, 1)
@@ -100,6 +99,19 @@ class GrpcListener:
 
             try:
                 async with gateway.admission.slot(remaining):
+                    body = await self._receive(context)
+                    if body is None:
+                        label = semconv.GATEWAY_OUTCOME_BODY_TIMEOUT
+                        timeout = gateway.config.body_timeout
+                        message = f"request message not received within {timeout:g} s; retry later"
+                        await self._abort_retryable(context, message)
+                    if body is grpc.aio.EOF:
+                        # No message, or one grpcio refused (past the size limit): it has answered that call
+                        # with RESOURCE_EXHAUSTED already, and this status goes nowhere.
+                        label = semconv.GATEWAY_OUTCOME_INVALID
+                        await context.abort(
+                            grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request message"
+                        )
                     work = asyncio.get_running_loop().run_in_executor(
                         gateway.executor,
                         gateway.process,
@@ -130,6 +142,14 @@ class GrpcListener:
         finally:
             gateway.metrics.active(_TRANSPORT, -1)
             gateway.finished(_TRANSPORT, label, started)
+
+    async def _receive(self, context: Any) -> Any:
+        """The call's message (bytes), ``grpc.aio.EOF`` when it carried none, None when it did not arrive within
+        the body timeout: a message trickling in holds a processing slot, as an HTTP body does."""
+        try:
+            return await asyncio.wait_for(context.read(), self._gateway.config.body_timeout)
+        except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
+            return None
 
     async def _abort(self, context: Any, error: GatewayRequestError) -> None:
         if error.retryable:

@@ -8,6 +8,7 @@ ecosystem we plug into. Errors carry a ``google.rpc.Status`` in the request's co
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import threading
@@ -105,8 +106,11 @@ class HttpListener:
 
     async def start(self) -> int:
         await self._runner.setup()
-        family = socket.AF_INET6 if ":" in self._address.host else socket.AF_INET
-        sock = socket.create_server((self._address.host, self._address.port), family=family, backlog=256)
+        host = self._address.host
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server(
+            (host, self._address.port), family=family, backlog=256, dualstack_ipv6=_is_ipv6_wildcard(host)
+        )
         tls = self._gateway.config.tls
         site = web.SockSite(
             self._runner, sock, ssl_context=server_ssl_context(tls) if tls is not None else None
@@ -244,6 +248,16 @@ class HttpListener:
         return web.Response(
             body=encode_message(outcome.response, content_type), content_type=content_type
         ), outcome.label
+
+
+def _is_ipv6_wildcard(host: str) -> bool:
+    """``::``, which takes IPv4 clients too on the gRPC listener (and in Go, the Collector's language):
+    ``create_server`` alone makes it IPv6-only, and an IPv4 upstream would reach one listener of the two."""
+    try:
+        unspecified = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+    return unspecified and ":" in host and socket.has_dualstack_ipv6()
 
 
 async def _read_limited(request: web.Request, limit: int) -> bytes | None:

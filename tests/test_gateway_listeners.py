@@ -1,0 +1,128 @@
+"""Listener behaviour an upstream Collector or an operator meets: which addresses a listen setting reaches."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rag_confidence.gateway import ListenAddress
+from rag_confidence.gateway.command import build_parser
+from rag_confidence.gateway.config import (
+    DEFAULT_GRPC_LISTEN,
+    DEFAULT_HTTP_LISTEN,
+    ENV_GRPC_LISTEN,
+    ENV_HTTP_LISTEN,
+    config_from_arguments,
+)
+
+from .test_gateway_support import (
+    DownstreamReceiver,
+    Recording,
+    downstream,
+    plain_trace,
+    running_gateway,
+    test_config,
+    tracer_provider,
+)
+
+__all__ = ["downstream"]  # the fixture, imported for pytest
+
+
+def test_the_ipv6_wildcard_accepts_ipv4_clients_on_both_listeners(downstream: DownstreamReceiver) -> None:
+    # "[::]:4318" is how a dual-stack listener is written (gRPC's and Go's, the Collector's, accept IPv4 on
+    # it): an IPv4 upstream must reach the HTTP listener as it reaches the gRPC one.
+    config = test_config(grpc_listen=ListenAddress("::", 0), http_listen=ListenAddress("::", 0))
+    with running_gateway(config) as running:
+        exporters = [
+            Recording(GrpcSpanExporter(endpoint=f"http://127.0.0.1:{running.grpc_port}", insecure=True)),
+            Recording(
+                HttpSpanExporter(endpoint=f"http://127.0.0.1:{running.http_port}/v1/traces", timeout=2)
+            ),
+        ]
+        for exporter in exporters:
+            provider = tracer_provider(exporter)
+            plain_trace(provider, spans=2)
+            provider.shutdown()
+            assert exporter.results == [SpanExportResult.SUCCESS]
+        assert len(downstream.wait_for_spans(4)) == 4
+
+
+@pytest.mark.parametrize("variable", [ENV_GRPC_LISTEN, ENV_HTTP_LISTEN])
+def test_a_blank_listen_variable_means_the_default_not_off(variable: str) -> None:
+    # A manifest that templates the variable from an empty value sets it to "": like every other blank
+    # variable of the gateway (and OpenTelemetry's rule for its own), that is unset, not a listener turned off.
+    config = config_from_arguments(build_parser().parse_args([]), {variable: ""})
+    assert str(config.grpc_listen) == DEFAULT_GRPC_LISTEN
+    assert str(config.http_listen) == DEFAULT_HTTP_LISTEN
+    off = config_from_arguments(build_parser().parse_args([]), {variable: "off"})
+    assert None in (off.grpc_listen, off.http_listen)
+
+
+_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+# Channels of one process share connections by default: each upstream here has its own, as separate
+# Collectors do.
+_OWN_CONNECTION = ("grpc.use_local_subchannel_pool", 1)
+# What the Collector's otlp exporter retries: these codes, and RESOURCE_EXHAUSTED only with RetryInfo in the
+# rich status (grpc-status-details-bin); anything else drops the batch for good.
+_RETRIED = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def _retried_by_a_collector(error: grpc.RpcError) -> bool:
+    code = error.code()
+    if code in _RETRIED:
+        return True
+    details = dict(error.trailing_metadata() or ()).get("grpc-status-details-bin")
+    if code != grpc.StatusCode.RESOURCE_EXHAUSTED or details is None:
+        return False
+    status = status_pb2.Status.FromString(details)
+    return any(detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for detail in status.details)
+
+
+def test_calls_past_every_grpc_bound_are_refused_retryably_never_dropped(
+    downstream: DownstreamReceiver,
+) -> None:
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    release = threading.Event()
+
+    def slow_body() -> Iterator[
+        bytes
+    ]:  # an upstream on a slow link: the call is open, its message not in yet
+        release.wait(30)
+        yield body
+
+    config = test_config(max_concurrent_requests=1, max_queued_requests=0, body_timeout=30.0)
+    with running_gateway(config) as running, ThreadPoolExecutor(8) as pool:
+        target = f"127.0.0.1:{running.grpc_port}"
+        # Each on its own connection (one stream per connection at these settings), as many as the gateway
+        # allows calls at once.
+        channels = [grpc.insecure_channel(target, options=[_OWN_CONNECTION]) for _ in range(5)]
+        try:
+            slow = [
+                pool.submit(channel.stream_unary(_EXPORT), slow_body(), timeout=30)
+                for channel in channels[:4]
+            ]
+            time.sleep(1.0)  # the four calls are open on the gateway
+            with pytest.raises(grpc.RpcError) as refused:
+                channels[4].unary_unary(_EXPORT)(body, timeout=10)
+            assert _retried_by_a_collector(refused.value), (refused.value.code(), refused.value.details())
+        finally:
+            release.set()
+            for future in slow:
+                with contextlib.suppress(grpc.RpcError):
+                    future.result(30)
+            for channel in channels:
+                channel.close()
