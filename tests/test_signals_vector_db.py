@@ -1,9 +1,12 @@
 """OpenLLMetry vector-DB result events whose values need reading of their own: Milvus, Marqo and Chroma.
 
-No instrumentor is installed in the test environment (each needs its database's client), so the spans are
-built with the SDK tracer exactly as the upstream wrappers write them (opentelemetry-instrumentation-milvus and
--marqo 0.62.4, ``opentelemetry/instrumentation/{milvus,marqo}/wrapper.py``; -milvus 0.60.0 and -chromadb
-0.62.4 where a test says so, each checked against the real instrumentor over milvus-lite and chromadb 1.5.9).
+The spans are built with the SDK tracer exactly as the upstream wrappers write them
+(opentelemetry-instrumentation-milvus and -marqo 0.62.4, ``opentelemetry/instrumentation/{milvus,marqo}/
+wrapper.py``; -milvus 0.60.0 and -chromadb 0.62.4 where a test says so, each checked by hand against the real
+instrumentor over milvus-lite and chromadb 1.5.9), so that a test can choose the exact values (a distance a
+rounding error below zero) and send the spans through the gateway too. The Milvus and Marqo instrumentors are
+not in the test environment (milvus-lite and pymilvus add some 330 MB; Marqo needs its server); the Chroma one
+is, and tests/test_signals_vector_db_chroma.py runs it over a real in-process Chroma.
 """
 
 from __future__ import annotations
