@@ -31,6 +31,7 @@ from .test_gateway_support import (
     DownstreamReceiver,
     Recording,
     downstream,
+    eventually,
     plain_trace,
     running_gateway,
     test_config,
@@ -126,3 +127,73 @@ def test_calls_past_every_grpc_bound_are_refused_retryably_never_dropped(
                     future.result(30)
             for channel in channels:
                 channel.close()
+
+
+def test_grpc_calls_given_up_before_their_message_is_in_are_abandoned_and_free_their_slot(
+    downstream: DownstreamReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream whose deadline passes, or which cancels, while its call waits for a slot or while its
+    message is read: the gRPC counterpart of an HTTP client hanging up mid-body. It gave up and will send the
+    spans again, so the outcome is ``abandoned``: not ``invalid`` (the stream-unary handler saw EOF and took it
+    for a call without a message) nor ``internal`` (a cancellation out of the slot wait)."""
+    import logging
+
+    from rag_confidence import semconv
+
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    never = threading.Event()
+
+    def stalled() -> Iterator[bytes]:  # the call is open, its message never comes
+        never.wait(30)
+        yield body
+
+    caplog.set_level(logging.DEBUG)
+    config = test_config(
+        max_concurrent_requests=1, max_queued_requests=1, queue_timeout=30.0, body_timeout=30.0
+    )
+    with running_gateway(config) as running:
+        admission = running.gateway.admission
+        assert admission is not None
+        channel = grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}")
+        try:
+            # Its deadline passes while its message is read (it holds the slot).
+            reading = channel.stream_unary(_EXPORT).future(stalled(), timeout=2.0)
+            assert eventually(lambda: admission.active == 1)
+            # Cancelled while it waits for that slot.
+            queued = channel.unary_unary(_EXPORT).future(body, timeout=30)
+            assert eventually(lambda: admission.waiting == 1)
+            queued.cancel()
+            with pytest.raises(grpc.RpcError) as expired:
+                reading.result(10)
+            assert expired.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            # Cancelled while its message is read.
+            cancelled = channel.stream_unary(_EXPORT).future(stalled(), timeout=30)
+            assert eventually(lambda: admission.active == 1)
+            cancelled.cancel()
+            assert eventually(lambda: admission.active == 0 and admission.waiting == 0)
+            # The slot is free again: the next call is served.
+            assert channel.unary_unary(_EXPORT)(body, timeout=10) == b""
+        finally:
+            never.set()
+            channel.close()
+        assert downstream.wait_for_spans(2)
+
+        def outcomes() -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION):
+                outcome = str(point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME))
+                counts[outcome] = counts.get(outcome, 0) + point.count
+            return counts
+
+        expected = {semconv.GATEWAY_OUTCOME_ABANDONED: 3, semconv.GATEWAY_OUTCOME_OK: 1}
+        assert eventually(lambda: outcomes() == expected), outcomes()
+        in_flight = running.metric_points(semconv.METRIC_GATEWAY_ACTIVE_REQUESTS)
+        assert [point.value for point in in_flight] == [0]
+    logged = [
+        record
+        for record in caplog.records
+        if record.levelno >= logging.WARNING and record.name.startswith(("grpc", "rag_confidence"))
+    ]
+    assert not logged, caplog.text

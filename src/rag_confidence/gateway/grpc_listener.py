@@ -97,6 +97,10 @@ class GrpcListener:
                 # and will send the spans again.
                 return cancelled.is_set() or time.monotonic() >= deadline
 
+            # Until its message is in, a call that ends (deadline, cancelled by its client, while it waits
+            # for a slot or while its message is read) is one its caller gave up on, as an HTTP client
+            # hanging up mid-body: it sends the spans again.
+            label = semconv.GATEWAY_OUTCOME_ABANDONED
             try:
                 async with gateway.admission.slot(remaining):
                     body = await self._receive(context)
@@ -106,12 +110,18 @@ class GrpcListener:
                         message = f"request message not received within {timeout:g} s; retry later"
                         await self._abort_retryable(context, message)
                     if body is grpc.aio.EOF:
-                        # No message, or one grpcio refused (past the size limit): it has answered that call
-                        # with RESOURCE_EXHAUSTED already, and this status goes nowhere.
-                        label = semconv.GATEWAY_OUTCOME_INVALID
-                        await context.abort(
-                            grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request message"
-                        )
+                        # EOF also comes when the call itself has ended: its deadline passed, its client
+                        # cancelled it, or grpcio refused a message past the size limit (answering
+                        # RESOURCE_EXHAUSTED itself). Then no status can be sent any more, grpcio raises its
+                        # InternalError instead, and the call stays abandoned (the three look alike here).
+                        try:
+                            await context.abort(
+                                grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request message"
+                            )
+                        except grpc.aio.AbortError:
+                            label = semconv.GATEWAY_OUTCOME_INVALID
+                            raise
+                    label = semconv.GATEWAY_OUTCOME_INTERNAL
                     work = asyncio.get_running_loop().run_in_executor(
                         gateway.executor,
                         gateway.process,
