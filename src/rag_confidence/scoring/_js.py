@@ -18,6 +18,8 @@ NAN = math.nan
 INF = math.inf
 # 2**52: from here on every double is an integer.
 _INTEGRAL_FLOATS = 4503599627370496.0
+# 2**53: past it not every integer is a double.
+_MAX_EXACT = 9007199254740992
 # Largest array index of JavaScript, 2**32 - 2: such keys come first in an object's key order.
 _MAX_ARRAY_INDEX = 4294967294
 # Members every JavaScript object inherits. The reference looks method thresholds up by plain property
@@ -65,6 +67,22 @@ def js_key_order(keys: list[str]) -> list[str]:
     return [key for _, key in indices] + names
 
 
+def as_double(value: Number) -> Number:
+    """The result of integer arithmetic as a JavaScript number holds it.
+
+    Python's ints are exact; JavaScript rounds every sum and product to a double. The two agree up to 2**53,
+    so an int result is kept (and stays an int) unless it is past that, where it becomes the nearest double:
+    for one operation on two doubles that is exactly the double JavaScript computes. Counts a caller gives
+    (claims, ranks, combined scores) reach these magnitudes.
+
+    >>> as_double(2**53 + 1) == 2**53, as_double(7)
+    (True, 7)
+    """
+    if type(value) is int and not -_MAX_EXACT <= value <= _MAX_EXACT:
+        return float(value)
+    return value
+
+
 def js_round(value: Number) -> Number:
     """``Math.round``: nearest integer, halves towards +infinity; NaN and infinities pass through."""
     if type(value) is int:
@@ -81,7 +99,7 @@ def js_round(value: Number) -> Number:
 def round_to(value: Number, digits: int) -> float:
     """The reference's ``Math.round(value * 10**digits) / 10**digits``."""
     factor = _POWERS[digits]
-    scaled: float = value * factor
+    scaled: float = as_double(value * factor)
     try:
         floor = math.floor(scaled)
     except (ValueError, OverflowError):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._js import Number, clamp, is_integer, js_min, js_str, round_to, to_fixed
+from .._js import Number, as_double, clamp, is_integer, js_min, js_str, round_to, to_fixed
 from ..warnings import warning
 from ._shared import DOCUMENTS_SILENT_TEXT, Dimension, breakdown, dimension, normalized
 
@@ -202,9 +202,9 @@ def claim_counts_valid(claims: dict[str, Any]) -> str | None:
         return "Claim counts must be non-negative integers."
     if total <= 0:
         return "claimSupport.totalClaims must be above 0."
-    if supported + contradicted > total:
+    if as_double(supported + contradicted) > total:
         return "supportedClaims + contradictedClaims exceed totalClaims."
-    if unsupported is not None and supported + unsupported + contradicted > total:
+    if unsupported is not None and as_double(as_double(supported + unsupported) + contradicted) > total:
         return "supportedClaims + unsupportedClaims + contradictedClaims exceed totalClaims."
     return None
 
@@ -217,7 +217,7 @@ def _resolve_claims(claims: dict[str, Any] | None) -> dict[str, Any] | None:
     contradicted = 0 if contradicted is None else contradicted
     unsupported = claims.get("unsupportedClaims")
     if unsupported is None:
-        unsupported = claims["totalClaims"] - claims["supportedClaims"] - contradicted
+        unsupported = as_double(as_double(claims["totalClaims"] - claims["supportedClaims"]) - contradicted)
     return {
         "totalClaims": claims["totalClaims"],
         "supportedClaims": claims["supportedClaims"],

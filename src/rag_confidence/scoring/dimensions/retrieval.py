@@ -21,7 +21,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._js import JS_INHERITED_MEMBERS, Number, clamp, is_integer, js_min, round_to, slice_end, to_fixed
+from .._js import (
+    JS_INHERITED_MEMBERS,
+    Number,
+    as_double,
+    clamp,
+    is_integer,
+    js_min,
+    round_to,
+    slice_end,
+    to_fixed,
+)
 from ..warnings import warning
 from ._shared import MISSING_CANDIDATES_TEXT, Dimension, breakdown, dimension, normalized
 
@@ -201,7 +211,7 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
             )
         )
 
-    gap = ordered[0]["combinedScore"] - ordered[1]["combinedScore"] if count >= 2 else 0
+    gap = as_double(ordered[0]["combinedScore"] - ordered[1]["combinedScore"]) if count >= 2 else 0
     if count >= 2 and gap < cfg["minTopScoreGapForClearWinner"]:
         warnings.append(
             warning(
@@ -213,7 +223,9 @@ def score_retrieval(inputs: dict[str, Any], cfg: dict[str, Any]) -> Dimension:
 
     duplicate_penalty = _duplicate_penalty(duplicates, cfg)
     rank_penalty = _rank_penalty(candidates, cfg)
-    uncapped = agreement + magnitude + diversity + breadth + duplicate_penalty + rank_penalty
+    uncapped = as_double(
+        as_double(agreement + magnitude + diversity + breadth + duplicate_penalty) + rank_penalty
+    )
     raw = clamp(uncapped, 0, MAX)
     adjustments: dict[str, Any] = {}
     if duplicate_penalty != 0:
@@ -272,7 +284,7 @@ def population_std_dev(values: list[float]) -> float:
 def _duplicate_penalty(duplicates: int, cfg: dict[str, Any]) -> float:
     if cfg["duplicateMode"] != "penalize":
         return 0
-    return -js_min(duplicates * cfg["penaltyPerDuplicate"], cfg["duplicateMaxPenalty"])
+    return -js_min(as_double(duplicates * cfg["penaltyPerDuplicate"]), cfg["duplicateMaxPenalty"])
 
 
 def _rank_penalty(candidates: list[dict[str, Any]], cfg: dict[str, Any]) -> float:
@@ -284,7 +296,7 @@ def _rank_penalty(candidates: list[dict[str, Any]], cfg: dict[str, Any]) -> floa
     for candidate in candidates:
         rank = candidate.get("rank")
         if _positive_integer(rank) and rank > after:
-            total += (rank - after) * per_rank
+            total = as_double(total + as_double((rank - after) * per_rank))
     return -js_min(total, cfg["rankMaxPenalty"])
 
 
