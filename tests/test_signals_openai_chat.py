@@ -491,6 +491,33 @@ def test_a_json_schema_answer_is_read_as_a_structured_answer(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+CODE_ANSWER = (
+    "Take the first row with `rows[0]` [1].\n"
+    "\n"
+    "```python\n"
+    "rows = load_rows()\n"
+    "print(rows[2])\n"
+    "```\n"
+    "\n"
+    "The Loire is the longest river in France [2]."
+)
+
+
+def test_code_in_an_answer_holds_no_citation_markers_and_no_sentences(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """An answer about code quotes code: ``rows[0]`` (inline) and ``rows[2]`` (in a fenced block) index lists,
+    they cite nothing (``[0]`` would count as an invalid citation), and the block's lines are program text, not
+    sentences of the answer left uncited. Only the two prose sentences count, each citing its document."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(CODE_ANSWER)), tracer, "sync")
+
+    signals = assert_scored_as(exporter, expected_inputs(), "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

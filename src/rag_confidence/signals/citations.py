@@ -46,6 +46,13 @@ _MAX_ID_DIGITS = 18
 _SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w")
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
+# Code an answer quotes (a fenced block, an inline `span`) is program text: ``rows[0]`` there indexes a list and
+# cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown
+# (some models wrap a whole answer in one) holds prose: only its fence lines are left out.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+_PROSE_FENCES = frozenset({"markdown", "md"})
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -285,6 +292,64 @@ def _with_bracketed_ids(
     return sorted([*references, *extra]) if extra else references
 
 
+def _code_regions(text: str) -> list[tuple[int, int]]:
+    """Sorted disjoint ``[start, end)`` spans of ``text`` that are code (CommonMark's rules, simplified): fenced
+    blocks (an unclosed fence runs to the end) and inline code spans, whose opening backticks close at the next
+    run of as many within the same paragraph."""
+    if "`" not in text and "~~~" not in text:
+        return []
+    regions: list[tuple[int, int]] = []
+    opening: re.Match[str] | None = None
+    for fence in _FENCE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        marks = opening.group(1)
+        closer = fence.group(1)
+        if closer[0] == marks[0] and len(closer) >= len(marks) and not fence.group(2).strip():
+            if opening.group(2).strip().lower() in _PROSE_FENCES:
+                regions.append(opening.span())
+                regions.append(fence.span())
+            else:
+                regions.append((opening.start(), fence.end()))
+            opening = None
+    if opening is not None and opening.group(2).strip().lower() not in _PROSE_FENCES:
+        regions.append((opening.start(), len(text)))
+    fenced = _Taken(regions)
+    runs = [run.span() for run in _BACKTICKS.finditer(text) if not fenced.overlaps(*run.span())]
+    if len(runs) > 1:
+        paragraphs = [found.start() for found in _PARAGRAPH.finditer(text)]
+        by_length: dict[int, list[int]] = {}
+        for index, (start, end) in enumerate(runs):
+            by_length.setdefault(end - start, []).append(index)
+        index = 0
+        while index < len(runs):
+            start, end = runs[index]
+            same = by_length[end - start]
+            following = bisect.bisect_right(same, index)
+            if following < len(same):
+                closing = same[following]
+                close_start, close_end = runs[closing]
+                if bisect.bisect_left(paragraphs, start) == bisect.bisect_left(
+                    paragraphs, close_start
+                ) and not fenced.overlaps(start, close_end):
+                    regions.append((start, close_end))
+                    index = closing + 1
+                    continue
+            index += 1
+    regions.sort()
+    return regions
+
+
+def _outside(
+    references: list[tuple[int, int, str]], code: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    if not code or not references:
+        return references
+    taken = _Taken(code)
+    return [reference for reference in references if not taken.overlaps(reference[0], reference[1])]
+
+
 def _may_hold_markers(text: str, options: SignalOptions) -> bool:
     """False when no marker can be in ``text``: every default pattern (and bracketed ids) needs a ``[``."""
     if "[" in text:
@@ -310,10 +375,13 @@ def summarize(
     shown document."""
     matcher = _Matcher(presented, options, dropped)
     references: list[tuple[int, int, str]] = []
+    code: list[tuple[int, int]] = []
     if text and _may_hold_markers(text, options):
         references = _references(text, options.compiled_citation_patterns)
         if options.citation_bracketed_ids:
             references = _with_bracketed_ids(text, references, matcher)
+        code = _code_regions(text)
+        references = _outside(references, code)
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []
@@ -339,7 +407,7 @@ def summarize(
             cited.add(index)
     backed = _located(text, segments) if segments and text else []
     coverage = (
-        _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed)
+        _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed, code)
         if references or backed
         else None
     )
@@ -397,10 +465,12 @@ def _coverage(
     valid: list[tuple[int, int]],
     markers: list[tuple[int, int]],
     backed: Sequence[tuple[int, int]] = (),
+    code: Sequence[tuple[int, int]] = (),
 ) -> float | None:
     if not text:
         return None
     grounded = _Taken(backed) if backed else None
+    code_starts = [start for start, _ in code]
     # Both lists are in text order and their spans disjoint (a span repeats once per reference it holds), so
     # each sentence finds its markers by bisection instead of scanning them all.
     valid_starts = [start for start, _ in valid]
@@ -415,6 +485,12 @@ def _coverage(
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
+        if code_starts:
+            # A piece inside one code region (a line of a fenced block, a line that is only inline code) is
+            # program text, no sentence.
+            region = bisect.bisect_right(code_starts, start) - 1
+            if region >= 0 and code[region][1] >= end:
+                continue
         stripped = _strip_markers(text, start, end, spans, ends)
         has_valid = bisect.bisect_left(valid_starts, start) < bisect.bisect_left(valid_starts, end)
         if not has_valid and grounded is not None:
