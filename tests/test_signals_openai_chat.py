@@ -518,6 +518,33 @@ def test_code_in_an_answer_holds_no_citation_markers_and_no_sentences(
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Abbreviations and initials end no sentence.
+        "Mr. Dupont says Paris is the capital of France [1]. The Loire is the longest river in France [2]. "
+        "Nothing else is known.",
+        "According to the U.S. atlas Paris is the capital of France [1]. The Loire, e.g. at Tours, is the "
+        "longest river in France [2]. Nothing else is known.",
+        # A numbered list's enumerators are no sentences of their own.
+        "1. Paris is the capital of France [1].\n2. The Loire is the longest river in France [2].\n"
+        "3. Nothing else is known.",
+    ],
+)
+def test_coverage_counts_the_sentences_a_reader_sees(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """Three sentences, two of them cited: coverage two thirds, however the sentences are written."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    expected = expected_inputs()
+    expected["citationCoverageScore"] = 2 / 3
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

@@ -45,6 +45,20 @@ _MAX_ID_DIGITS = 18
 # sentence it ends.
 _SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w")
+# A full stop before whitespace ends no sentence after these (lower-cased, without the stop): titles, and
+# reference words a number follows (``Fig. 3``, ``No. 5``). Dotted initials (``U.S.``, ``e.g.``) end none
+# either. A single letter may end one (``see Appendix A.``), so ``J. Smith`` stays two pieces, and so may a
+# word before one that starts lower-case (``iPhone sales rose.``).
+_TITLES = frozenset(
+    {"mr", "mrs", "ms", "mx", "dr", "prof", "sr", "jr", "st", "mt", "rev", "hon", "vs", "cf", "approx", "viz"}
+)
+_BEFORE_NUMBER = frozenset(
+    {"no", "nos", "fig", "figs", "vol", "pp", "p", "ch", "sec", "art", "eq", "para", "tab", "ex"}
+)
+_INITIALS = re.compile(r"(?:[^\W\d_]\.){2,}")
+# How far back a word before a full stop is looked at: an abbreviation is short.
+_ABBREVIATION_CHARS = 12
+_OPENERS = "([{\"'“‘*_"
 _BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
 # Code an answer quotes (a fenced block, an inline `span`) is program text: ``rows[0]`` there indexes a list and
 # cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown
@@ -480,6 +494,8 @@ def _coverage(
     position = 0
     pieces: list[tuple[int, int]] = []
     for match in _SENTENCE_BREAK.finditer(text):
+        if _no_sentence_end(text, match.start(), match.end()):
+            continue
         cjk_end = match.end("cjk")
         pieces.append((position, cjk_end if cjk_end >= 0 else match.start()))
         position = match.end()
@@ -506,6 +522,31 @@ def _coverage(
     for sentence in sentences:
         covered += sentence[2]
     return covered / len(sentences)
+
+
+def _no_sentence_end(text: str, stop: int, following: int) -> bool:
+    """Whether the break ``[stop, following)`` after a full stop ends no sentence: an abbreviation or dotted
+    initials before it, or a numbered list's enumerator (``2.`` opening a line) before it."""
+    if stop == 0 or text[stop - 1] != "." or "\n" in text[stop:following]:
+        return False
+    start = stop - 1
+    limit = max(0, stop - 1 - _ABBREVIATION_CHARS)
+    while start > limit and not text[start - 1].isspace():
+        start -= 1
+    if start > 0 and not text[start - 1].isspace():
+        return False  # longer than any abbreviation
+    word = text[start : stop - 1].lstrip(_OPENERS)
+    lowered = word.lower()
+    if lowered in _TITLES or _INITIALS.fullmatch(word + "."):
+        return True
+    if lowered in _BEFORE_NUMBER:
+        return following < len(text) and text[following].isdigit()
+    if word.isdigit() and len(word) <= 3:
+        line = start
+        while line > 0 and text[line - 1] in " \t":
+            line -= 1
+        return line == 0 or text[line - 1] == "\n"
+    return False
 
 
 def _strip_markers(text: str, start: int, end: int, spans: list[tuple[int, int]], ends: list[int]) -> str:
