@@ -529,6 +529,11 @@ def test_code_in_an_answer_holds_no_citation_markers_and_no_sentences(
         # A numbered list's enumerators are no sentences of their own.
         "1. Paris is the capital of France [1].\n2. The Loire is the longest river in France [2].\n"
         "3. Nothing else is known.",
+        # Markers right after the full stop (as Wikipedia places them) end the sentence they cite.
+        "Paris is the capital of France.[1] The Loire is the longest river in France.[2] Nothing else is "
+        "known.",
+        "Paris is the capital of France.[1] Nothing else is known. The Loire is the longest river in "
+        "France.[2]",
     ],
 )
 def test_coverage_counts_the_sentences_a_reader_sees(

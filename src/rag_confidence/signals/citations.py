@@ -42,8 +42,13 @@ _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]{0,8}(
 _MAX_ID_DIGITS = 18
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
 # no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
-# sentence it ends.
-_SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
+# sentence it ends. So do markers right after a western full stop (``France.[1] The``, where Wikipedia puts
+# them) when whitespace follows them.
+_SENTENCE_BREAK = re.compile(
+    r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*"
+    r"|(?<=[.!?])(?P<west>(?:\[[^\[\]\n]{1,256}\])+)\s+"
+    r"|(?<=[.!?])\s+|\n+"
+)
 _WORD = re.compile(r"\w")
 # A full stop before whitespace ends no sentence after these (lower-cased, without the stop): titles, and
 # reference words a number follows (``Fig. 3``, ``No. 5``). Dotted initials (``U.S.``, ``e.g.``) end none
@@ -496,8 +501,8 @@ def _coverage(
     for match in _SENTENCE_BREAK.finditer(text):
         if _no_sentence_end(text, match.start(), match.end()):
             continue
-        cjk_end = match.end("cjk")
-        pieces.append((position, cjk_end if cjk_end >= 0 else match.start()))
+        ended = max(match.end("cjk"), match.end("west"))
+        pieces.append((position, ended if ended >= 0 else match.start()))
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
