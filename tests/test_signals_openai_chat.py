@@ -550,6 +550,30 @@ def test_coverage_counts_the_sentences_a_reader_sees(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Paris is the capital of France [1]. The Loire is the longest river in France. Nothing else is known."
+        "\n\n**Sources:**\n[1] Atlas of France",
+        "Paris is the capital of France.[^1] The Loire is the longest river in France. Nothing else is known."
+        "\n\n[^1]: Atlas of France. Second edition.",
+    ],
+)
+def test_a_list_of_sources_after_the_answer_is_no_sentences_of_it(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """The entries of a sources list under its heading, and Markdown footnote definitions, name sources: they
+    are no claims of the answer, cited or not. Three sentences, the first cited: coverage one third."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    expected = expected_inputs()
+    expected.update(citationCount=1, citationCoverageScore=1 / 3)
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

@@ -72,6 +72,16 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 _PROSE_FENCES = frozenset({"markdown", "md"})
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
+# Lines naming sources rather than claiming anything: a Markdown footnote or link reference definition
+# (``[^1]: Atlas``, ``[1]: https://...``), and the entries of a sources list under its heading (``Sources:``,
+# ``**References**``), each a line opening with a marker, after an optional bullet. They are no sentences of the
+# answer; their markers still count (a listed source that was never retrieved is an invalid citation).
+_DEFINITION = re.compile(r"^ {0,3}\[[^\[\]\n]{1,256}\]:[^\n]*", re.MULTILINE)
+_SOURCES_HEADING = re.compile(
+    r"(?im)^[ \t]{0,3}(?:#{1,6}[ \t]{1,8})?[*_]{0,2}"
+    r"(?:sources?|references?|citations?|bibliography|works cited)[ \t]{0,8}:?[*_]{0,2}:?[ \t]*$"
+)
+_SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -360,6 +370,37 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
     return regions
 
 
+def _source_lines(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of the lines of ``text`` that name sources (see :data:`_DEFINITION`): footnote
+    definitions, and a sources heading with the marker-led entries after it."""
+    regions = [found.span() for found in _DEFINITION.finditer(text)]
+    for heading in _SOURCES_HEADING.finditer(text):
+        end = heading.end()
+        while end < len(text):
+            line_end = text.find("\n", end + 1)
+            line_end = len(text) if line_end < 0 else line_end
+            line = end + 1
+            if line < line_end and _SOURCE_ENTRY.match(text, line, line_end) is None:
+                break
+            end = line_end
+        regions.append((heading.start(), end))
+    return regions
+
+
+def _union(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``regions`` sorted, overlapping ones merged."""
+    if len(regions) < 2:
+        return regions
+    regions.sort()
+    merged = [regions[0]]
+    for start, end in regions[1:]:
+        if start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def _outside(
     references: list[tuple[int, int, str]], code: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, str]]:
@@ -426,7 +467,13 @@ def summarize(
             cited.add(index)
     backed = _located(text, segments) if segments and text else []
     coverage = (
-        _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed, code)
+        _coverage(
+            text,
+            valid_spans,
+            [(start, end) for start, end, _ in references],
+            backed,
+            _union([*code, *_source_lines(text)]) if text and references else code,
+        )
         if references or backed
         else None
     )
@@ -484,12 +531,12 @@ def _coverage(
     valid: list[tuple[int, int]],
     markers: list[tuple[int, int]],
     backed: Sequence[tuple[int, int]] = (),
-    code: Sequence[tuple[int, int]] = (),
+    not_prose: Sequence[tuple[int, int]] = (),
 ) -> float | None:
     if not text:
         return None
     grounded = _Taken(backed) if backed else None
-    code_starts = [start for start, _ in code]
+    not_prose_starts = [start for start, _ in not_prose]
     # Both lists are in text order and their spans disjoint (a span repeats once per reference it holds), so
     # each sentence finds its markers by bisection instead of scanning them all.
     valid_starts = [start for start, _ in valid]
@@ -506,11 +553,11 @@ def _coverage(
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
-        if code_starts:
-            # A piece inside one code region (a line of a fenced block, a line that is only inline code) is
-            # program text, no sentence.
-            region = bisect.bisect_right(code_starts, start) - 1
-            if region >= 0 and code[region][1] >= end:
+        if not_prose_starts:
+            # A piece inside code (a line of a fenced block, a line that is only inline code) is program text, one
+            # inside a list of sources names them: no sentence either way.
+            region = bisect.bisect_right(not_prose_starts, start) - 1
+            if region >= 0 and not_prose[region][1] >= end:
                 continue
         stripped = _strip_markers(text, start, end, spans, ends)
         has_valid = bisect.bisect_left(valid_starts, start) < bisect.bisect_left(valid_starts, end)
