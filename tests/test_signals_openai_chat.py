@@ -574,6 +574,27 @@ def test_a_list_of_sources_after_the_answer_is_no_sentences_of_it(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Paris is the capital of France [Source 1, Source 2]. The Loire is the longest river in France [doc-2].",
+        "Paris is the capital of France [Doc 1; Doc 2]. The Loire is the longest river in France [Doc 2].",
+        "Paris is the capital of France [doc-atlas, doc-rivers]. The Loire is the longest river in France "
+        "[doc-rivers].",
+    ],
+)
+def test_a_list_of_prefixed_references_in_one_marker_cites_each(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """``[Source 1, Source 2]`` lists references as ``[1, 2]`` does: both documents cited, every sentence."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 
