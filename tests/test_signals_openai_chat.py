@@ -595,6 +595,23 @@ def test_a_list_of_prefixed_references_in_one_marker_cites_each(
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
 
+def test_a_prefixed_reference_naming_a_document_id_cites_it(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A prompt that labels each document ``Source: <id>`` gets ``[Source: doc-atlas]`` back: the id after
+    the prefix names the document, as ``[doc-atlas]`` would."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    text = (
+        "Paris is the capital of France [Source: doc-atlas]. "
+        "The Loire is the longest river in France [source: DOC-RIVERS]."
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

@@ -40,6 +40,9 @@ from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 # At most 18 digits: a position beyond that is no position, and Python refuses to read more than 4,300 digits.
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]{0,8}(\d{1,18})$")
 _MAX_ID_DIGITS = 18
+# The word a reference may open with (``[Source: 8f3c]``, as a prompt labelling each document ``Source: <id>``
+# gets back): what follows it may be an id.
+_PREFIX = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)[-_:\s]{1,8}")
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
 # no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
 # sentence it ends. So do markers right after a western full stop (``France.[1] The``, where Wikipedia puts
@@ -220,6 +223,16 @@ class _Matcher:
             # The id of a document dropped before the generator, not a position either (a bare number stays
             # a position, as in _id_shaped: the model numbers what it was shown).
             return None
+        prefixed = _PREFIX.match(reference)
+        if prefixed is not None:
+            # ``Source: 8f3c`` names the id after its prefix as ``8f3c`` would (an id first, as for a bare
+            # reference), else it is read as below (``doc-3`` a position, or one of a series of ids).
+            named = reference[prefixed.end() :]
+            by_id = self.match_id(named)
+            if by_id is not None:
+                return by_id
+            if not named.isdigit() and self.is_dropped_id(named):
+                return None
         position = _POSITION.match(reference)
         if position is not None and not self._id_shaped(reference, position.start(1)):
             index = int(position.group(1)) - self._base
