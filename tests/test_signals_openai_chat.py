@@ -612,6 +612,36 @@ def test_a_prefixed_reference_naming_a_document_id_cites_it(
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
 
+def test_bracketed_ids_listed_together_or_holding_spaces_cite_their_documents(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Ids of no prefixed shape (a hash, a file name with spaces) are markers when bracketed as they are, alone
+    or several in one bracket: ``[8f3c2a, Rivers of France.pdf]`` cites both documents."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    documents = [
+        ("8f3c2a", 0.91, "Paris is the capital of France."),
+        ("Rivers of France.pdf", 0.74, "The Loire is the longest river in France."),
+    ]
+    text = (
+        "Paris is the capital of France [8f3c2a, Rivers of France.pdf]. "
+        "The Loire is the longest river in France [Rivers of France.pdf]."
+    )
+    client = fake_openai(lambda body: chat_completion(text))
+    with tracer.start_as_current_span("POST /ask"):
+        openinference_retrieval(tracer, documents)
+        client.chat.completions.create(model=MODEL, messages=messages("..."))
+
+    expected = {
+        "candidates": candidates(documents, "app"),
+        "supportLevel": "medium",
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

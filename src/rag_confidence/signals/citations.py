@@ -1,9 +1,11 @@
 """Citation markers in the answer text, matched against the retrieved documents.
 
 Markers are the matches of ``SignalOptions.citation_patterns``, plus (``citation_bracketed_ids``) any
-bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``; other bracketed text is ignored.
-A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
-document shown to the generator is known by (exactly, then ignoring case), or else when it is a position
+bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``, or a list of them (when one names
+an id, each is a reference); other bracketed text is ignored. Markers inside code (a fenced block, an inline
+span) are none. A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it
+equals an id a document shown to the generator is known by (exactly, then ignoring case; also after a
+doc/source/ref/chunk word: ``Source: 8f3c``), or else when it is a position
 (``3``, ``doc-3``, ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in
 the order they were presented (see :mod:`.candidates`), counted from ``SignalOptions.citation_position_base``.
 The id of a document retrieved but dropped before the generator saw it (by a reranker, say) is invalid.
@@ -67,7 +69,9 @@ _INITIALS = re.compile(r"(?:[^\W\d_]\.){2,}")
 # How far back a word before a full stop is looked at: an abbreviation is short.
 _ABBREVIATION_CHARS = 12
 _OPENERS = "([{\"'“‘*_"
-_BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
+# Bracketed text that may name retrieved ids: one id (a file name may hold spaces) or several, separated by
+# commas or semicolons.
+_BRACKETED = re.compile(r"\[([^\[\]\n]{1,256})\](?!\()")
 # Code an answer quotes (a fenced block, an inline `span`) is program text: ``rows[0]`` there indexes a list and
 # cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown
 # (some models wrap a whole answer in one) holds prose: only its fence lines are left out.
@@ -328,9 +332,20 @@ def _with_bracketed_ids(
         start, end = match.span()
         if taken.overlaps(start, end):
             continue
-        token = match.group(1)
+        token = match.group(1).strip()
         if matcher.match_id(token) is not None or matcher.is_dropped_id(token):
             extra.append((start, end, token))
+            continue
+        if "," not in token and ";" not in token:
+            continue
+        # A list is a marker when one of its items names an id; then each item is a reference (one that names
+        # none is invalid, as a made-up id in a pattern's list is).
+        pieces = [piece.strip() for piece in token.replace(";", ",").split(",")]
+        if any(
+            piece and (matcher.match_id(piece) is not None or matcher.is_dropped_id(piece))
+            for piece in pieces
+        ):
+            extra.extend((start, end, piece) for piece in pieces if piece)
     return sorted([*references, *extra]) if extra else references
 
 
