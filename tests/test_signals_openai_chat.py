@@ -642,6 +642,23 @@ def test_bracketed_ids_listed_together_or_holding_spaces_cite_their_documents(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+@pytest.mark.parametrize("fence", ["```json", "```JSON", "```Json "])
+def test_a_json_answer_in_a_fenced_block_is_read_as_a_structured_answer(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], fence: str
+) -> None:
+    """Without ``response_format`` a model asked for JSON often fences it, with the info string in any case."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    structured = {"answer": "Paris is the capital of France [1].", "support_level": "high"}
+    client = fake_openai(lambda body: chat_completion(f"{fence}\n{json.dumps(structured)}\n```"))
+    with tracer.start_as_current_span("POST /ask"):
+        client.chat.completions.create(model=MODEL, messages=messages(retrieve(tracer)))
+
+    expected = expected_inputs(None)
+    expected.update(supportLevel="high", citationCount=1, invalidCitationCount=0, citationCoverageScore=1.0)
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 
