@@ -659,6 +659,27 @@ def test_a_json_answer_in_a_fenced_block_is_read_as_a_structured_answer(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## Capital\nParis is the capital of France [1].\n\n## Rivers\nThe Loire is the longest river in France [2].",
+        "**Capital**\nParis is the capital of France [1].\n\n**Rivers of France**\n"
+        "The Loire is the longest river in France [2].",
+    ],
+)
+def test_markdown_headings_are_no_sentences_of_the_answer(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """A heading (``## Rivers``, or a line that is only bold text) titles a section and claims nothing: both
+    claims cited is full coverage."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

@@ -88,6 +88,11 @@ _SOURCES_HEADING = re.compile(
     r"(?im)^[ \t]{0,3}(?:#{1,6}[ \t]{1,8})?[*_]{0,2}"
     r"(?:sources?|references?|citations?|bibliography|works cited)[ \t]{0,8}:?[*_]{0,2}:?[ \t]*$"
 )
+# A heading titles a section and claims nothing: an ATX heading (``## Rivers``), or a line that is only bold text
+# without a full stop (``**Rivers of France**``), as models title sections.
+_HEADING = re.compile(
+    r"(?m)^ {0,3}(?:#{1,6}(?:[ \t][^\n]*)?|(?:\*\*|__)[^\n.!?*_]{1,256}(?:\*\*|__):?)[ \t]*$"
+)
 _SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
 
 
@@ -399,9 +404,11 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
 
 
 def _source_lines(text: str) -> list[tuple[int, int]]:
-    """``[start, end)`` spans of the lines of ``text`` that name sources (see :data:`_DEFINITION`): footnote
-    definitions, and a sources heading with the marker-led entries after it."""
+    """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`), and lines
+    that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources heading with the marker-led
+    entries after it."""
     regions = [found.span() for found in _DEFINITION.finditer(text)]
+    regions.extend(found.span() for found in _HEADING.finditer(text))
     for heading in _SOURCES_HEADING.finditer(text):
         end = heading.end()
         while end < len(text):
@@ -500,7 +507,7 @@ def summarize(
             valid_spans,
             [(start, end) for start, end, _ in references],
             backed,
-            _union([*code, *_source_lines(text)]) if text and references else code,
+            _union([*code, *_source_lines(text)]) if text else code,
         )
         if references or backed
         else None
