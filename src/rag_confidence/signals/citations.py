@@ -477,6 +477,7 @@ def summarize(
             references = _with_bracketed_ids(text, references, matcher)
         code = _code_regions(text)
         references = _outside(references, code)
+    # Documents cited, by identity: a document listed at several positions (chunks of one source) is one.
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []
@@ -485,21 +486,21 @@ def summarize(
         if index is None:
             invalid.add(reference.strip().casefold())
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
             valid_spans.append((start, end))
     for reference in structured:
         index = matcher.match(reference)
         if index is None:
             invalid.add(reference.strip().casefold())
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
     unmatched = 0
     for names in sources:
         index = matcher.match_source(names)
         if index is None:
             unmatched += 1
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
     backed = _located(text, segments) if segments and text else []
     coverage = (
         _coverage(
