@@ -557,6 +557,8 @@ def test_coverage_counts_the_sentences_a_reader_sees(
         "\n\n**Sources:**\n[1] Atlas of France",
         "Paris is the capital of France.[^1] The Loire is the longest river in France. Nothing else is known."
         "\n\n[^1]: Atlas of France. Second edition.",
+        "Paris is the capital of France [1]. The Loire is the longest river in France. Nothing else is known."
+        "\n\nSources: [1]",
     ],
 )
 def test_a_list_of_sources_after_the_answer_is_no_sentences_of_it(

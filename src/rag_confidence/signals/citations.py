@@ -86,7 +86,9 @@ _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _DEFINITION = re.compile(r"^ {0,3}\[[^\[\]\n]{1,256}\]:[^\n]*", re.MULTILINE)
 _SOURCES_HEADING = re.compile(
     r"(?im)^[ \t]{0,3}(?:#{1,6}[ \t]{1,8})?[*_]{0,2}"
-    r"(?:sources?|references?|citations?|bibliography|works cited)[ \t]{0,8}:?[*_]{0,2}:?[ \t]*$"
+    r"(?:sources?|references?|citations?|bibliography|works cited)[ \t]{0,8}:?[*_]{0,2}:?"
+    # the entries may follow on the heading's own line: ``Sources: [1], [3]``
+    r"(?:[ \t]{0,8}\[[^\[\]\n]{1,256}\][,;]?){0,64}[ \t]*$"
 )
 # A heading titles a section and claims nothing: an ATX heading (``## Rivers``), or a line that is only bold text
 # without a full stop (``**Rivers of France**``), as models title sections.
