@@ -682,6 +682,21 @@ def test_markdown_headings_are_no_sentences_of_the_answer(
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
 
+@pytest.mark.parametrize("fence", ["```markdown", "```text", "```plaintext"])
+def test_an_answer_fenced_as_prose_is_read_as_prose(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], fence: str
+) -> None:
+    """Some models wrap a whole answer in a fence marked as text or Markdown: it is prose, its markers cite and
+    its fence lines are no sentences."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    text = f"{fence}\n{ANSWER}\n```"
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

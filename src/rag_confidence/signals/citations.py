@@ -73,11 +73,11 @@ _OPENERS = "([{\"'“‘*_"
 # commas or semicolons.
 _BRACKETED = re.compile(r"\[([^\[\]\n]{1,256})\](?!\()")
 # Code an answer quotes (a fenced block, an inline `span`) is program text: ``rows[0]`` there indexes a list and
-# cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown
-# (some models wrap a whole answer in one) holds prose: only its fence lines are left out.
+# cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown or
+# plain text (some models wrap a whole answer in one) holds prose: only its fence lines are left out.
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
-_PROSE_FENCES = frozenset({"markdown", "md"})
+_PROSE_FENCES = frozenset({"markdown", "md", "text", "txt", "plaintext"})
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 # Lines naming sources rather than claiming anything: a Markdown footnote or link reference definition
 # (``[^1]: Atlas``, ``[1]: https://...``), and the entries of a sources list under its heading (``Sources:``,
