@@ -914,3 +914,39 @@ def test_grounding_in_a_langchain_llm_result_is_no_retrieval_even_cut_short(
     GroundedChatModel(text=text).invoke(QUESTION)
     records = records_from_readable_spans(openinference.get_finished_spans())
     assert find_answers(_cut_output_values(records, limit) if limit is not None else records) == []
+
+
+class ChunkRetriever(BaseRetriever):
+    """Chunks of source documents, each chunk's metadata naming its source (``doc_id``) and similarity."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(page_content="Refunds take 30 days.", metadata={"doc_id": "handbook", "score": 0.9}),
+            Document(page_content="Refunds need a receipt.", metadata={"doc_id": "handbook", "score": 0.8}),
+            Document(page_content="Shipping is free.", metadata={"doc_id": "faq", "score": 0.7}),
+        ]
+
+
+def test_positions_count_the_chunks_the_prompt_numbered_when_chunks_share_a_source_id(
+    openinference: InMemorySpanExporter,
+) -> None:
+    """The prompt numbers the three chunks [1]..[3]; two of them come from one source document. ``[3]`` is the
+    third chunk (the FAQ), not past the end of a list of two sources, and ``[2]`` the handbook's second chunk:
+    two source documents cited, none invalid, every sentence covered."""
+    openinference.clear()
+    llm = FakeListLLM(responses=["Refunds take 30 days [1]. A receipt is needed [2]. Shipping is free [3]."])
+    chain = (
+        {"context": ChunkRetriever() | RunnableLambda(format_documents), "question": RunnablePassthrough()}
+        | prompt()
+        | llm
+        | StrOutputParser()
+    )
+    chain.invoke("How do refunds work?")
+
+    signals = extract_signals(only_answer(openinference).spans)
+    assert [candidate["documentId"] for candidate in signals.inputs["candidates"]] == ["handbook", "faq"]
+    assert signals.inputs["citationCount"] == 2
+    assert signals.inputs["invalidCitationCount"] == 0
+    assert signals.inputs["citationCoverageScore"] == 1.0

@@ -491,6 +491,212 @@ def test_a_json_schema_answer_is_read_as_a_structured_answer(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+CODE_ANSWER = (
+    "Take the first row with `rows[0]` [1].\n"
+    "\n"
+    "```python\n"
+    "rows = load_rows()\n"
+    "print(rows[2])\n"
+    "```\n"
+    "\n"
+    "The Loire is the longest river in France [2]."
+)
+
+
+def test_code_in_an_answer_holds_no_citation_markers_and_no_sentences(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """An answer about code quotes code: ``rows[0]`` (inline) and ``rows[2]`` (in a fenced block) index lists,
+    they cite nothing (``[0]`` would count as an invalid citation), and the block's lines are program text, not
+    sentences of the answer left uncited. Only the two prose sentences count, each citing its document."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(CODE_ANSWER)), tracer, "sync")
+
+    signals = assert_scored_as(exporter, expected_inputs(), "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Abbreviations and initials end no sentence.
+        "Mr. Dupont says Paris is the capital of France [1]. The Loire is the longest river in France [2]. "
+        "Nothing else is known.",
+        "According to the U.S. atlas Paris is the capital of France [1]. The Loire, e.g. at Tours, is the "
+        "longest river in France [2]. Nothing else is known.",
+        # A numbered list's enumerators are no sentences of their own.
+        "1. Paris is the capital of France [1].\n2. The Loire is the longest river in France [2].\n"
+        "3. Nothing else is known.",
+        # Markers right after the full stop (as Wikipedia places them) end the sentence they cite.
+        "Paris is the capital of France.[1] The Loire is the longest river in France.[2] Nothing else is "
+        "known.",
+        "Paris is the capital of France.[1] Nothing else is known. The Loire is the longest river in "
+        "France.[2]",
+    ],
+)
+def test_coverage_counts_the_sentences_a_reader_sees(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """Three sentences, two of them cited: coverage two thirds, however the sentences are written."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    expected = expected_inputs()
+    expected["citationCoverageScore"] = 2 / 3
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Paris is the capital of France [1]. The Loire is the longest river in France. Nothing else is known."
+        "\n\n**Sources:**\n[1] Atlas of France",
+        "Paris is the capital of France.[^1] The Loire is the longest river in France. Nothing else is known."
+        "\n\n[^1]: Atlas of France. Second edition.",
+        "Paris is the capital of France [1]. The Loire is the longest river in France. Nothing else is known."
+        "\n\nSources: [1]",
+    ],
+)
+def test_a_list_of_sources_after_the_answer_is_no_sentences_of_it(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """The entries of a sources list under its heading, and Markdown footnote definitions, name sources: they
+    are no claims of the answer, cited or not. Three sentences, the first cited: coverage one third."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    expected = expected_inputs()
+    expected.update(citationCount=1, citationCoverageScore=1 / 3)
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Paris is the capital of France [Source 1, Source 2]. The Loire is the longest river in France [doc-2].",
+        "Paris is the capital of France [Doc 1; Doc 2]. The Loire is the longest river in France [Doc 2].",
+        "Paris is the capital of France [doc-atlas, doc-rivers]. The Loire is the longest river in France "
+        "[doc-rivers].",
+    ],
+)
+def test_a_list_of_prefixed_references_in_one_marker_cites_each(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """``[Source 1, Source 2]`` lists references as ``[1, 2]`` does: both documents cited, every sentence."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
+def test_a_prefixed_reference_naming_a_document_id_cites_it(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A prompt that labels each document ``Source: <id>`` gets ``[Source: doc-atlas]`` back: the id after
+    the prefix names the document, as ``[doc-atlas]`` would."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    text = (
+        "Paris is the capital of France [Source: doc-atlas]. "
+        "The Loire is the longest river in France [source: DOC-RIVERS]."
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
+def test_bracketed_ids_listed_together_or_holding_spaces_cite_their_documents(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Ids of no prefixed shape (a hash, a file name with spaces) are markers when bracketed as they are, alone
+    or several in one bracket: ``[8f3c2a, Rivers of France.pdf]`` cites both documents."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    documents = [
+        ("8f3c2a", 0.91, "Paris is the capital of France."),
+        ("Rivers of France.pdf", 0.74, "The Loire is the longest river in France."),
+    ]
+    text = (
+        "Paris is the capital of France [8f3c2a, Rivers of France.pdf]. "
+        "The Loire is the longest river in France [Rivers of France.pdf]."
+    )
+    client = fake_openai(lambda body: chat_completion(text))
+    with tracer.start_as_current_span("POST /ask"):
+        openinference_retrieval(tracer, documents)
+        client.chat.completions.create(model=MODEL, messages=messages("..."))
+
+    expected = {
+        "candidates": candidates(documents, "app"),
+        "supportLevel": "medium",
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
+@pytest.mark.parametrize("fence", ["```json", "```JSON", "```Json "])
+def test_a_json_answer_in_a_fenced_block_is_read_as_a_structured_answer(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], fence: str
+) -> None:
+    """Without ``response_format`` a model asked for JSON often fences it, with the info string in any case."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    structured = {"answer": "Paris is the capital of France [1].", "support_level": "high"}
+    client = fake_openai(lambda body: chat_completion(f"{fence}\n{json.dumps(structured)}\n```"))
+    with tracer.start_as_current_span("POST /ask"):
+        client.chat.completions.create(model=MODEL, messages=messages(retrieve(tracer)))
+
+    expected = expected_inputs(None)
+    expected.update(supportLevel="high", citationCount=1, invalidCitationCount=0, citationCoverageScore=1.0)
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## Capital\nParis is the capital of France [1].\n\n## Rivers\nThe Loire is the longest river in France [2].",
+        "**Capital**\nParis is the capital of France [1].\n\n**Rivers of France**\n"
+        "The Loire is the longest river in France [2].",
+    ],
+)
+def test_markdown_headings_are_no_sentences_of_the_answer(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
+) -> None:
+    """A heading (``## Rivers``, or a line that is only bold text) titles a section and claims nothing: both
+    claims cited is full coverage."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
+@pytest.mark.parametrize("fence", ["```markdown", "```text", "```plaintext"])
+def test_an_answer_fenced_as_prose_is_read_as_prose(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider], fence: str
+) -> None:
+    """Some models wrap a whole answer in a fence marked as text or Markdown: it is prose, its markers cite and
+    its fence lines are no sentences."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    text = f"{fence}\n{ANSWER}\n```"
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+
+    assert_scored_as(exporter, expected_inputs(), "POST /ask")
+
+
 # -- the gateway's path -----------------------------------------------------------------------------------------
 
 

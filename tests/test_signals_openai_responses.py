@@ -25,6 +25,7 @@ from openai.types.responses import (
     ResponseFileSearchToolCall,
     ResponseTextDeltaEvent,
 )
+from openai.types.responses.response import IncompleteDetails
 from openai.types.responses.response_file_search_tool_call import Result
 from openai.types.responses.response_output_text import AnnotationFileCitation
 from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
@@ -47,6 +48,8 @@ from tests.instrumented import (
     assert_feedback_grades_the_answer,
     assert_scored_as,
     bare_call_signals,
+    candidates,
+    openinference_retrieval,
     records,
     scored,
     traced_fixture,
@@ -498,3 +501,30 @@ def test_a_value_cut_short_is_a_search_only_where_the_response_itself_holds_one(
     assert holds_file_search(llm(response)) and holds_file_search(llm(cut_response))
     assert not holds_file_search(llm(framework))
     assert not holds_file_search(llm(cut_framework))
+
+
+def test_a_response_cut_at_max_output_tokens_is_truncated(
+    openinference: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A Response that ran out of ``max_output_tokens`` comes back ``status = incomplete`` with
+    ``incomplete_details.reason = max_output_tokens``: OpenInference writes no ``llm.finish_reason`` for it,
+    only the Response as ``output.value``, which says the answer was cut short. (OpenLLMetry 0.62 records no
+    span at all for a Response that is not ``completed``.)"""
+    exporter, provider = openinference
+    tracer = provider.get_tracer("app")
+    documents = [("doc-atlas", 0.91, "Paris is the capital of France.")]
+    cut = openai_response([output_message("Paris is the capital of")]).model_copy(
+        update={
+            "status": "incomplete",
+            "incomplete_details": IncompleteDetails(reason="max_output_tokens"),
+        }
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        openinference_retrieval(tracer, documents)
+        fake_openai(cut, []).responses.create(model="gpt-4.1-mini", input=QUESTION, max_output_tokens=5)
+
+    (group,) = find_answers(records(exporter))
+    signals = extract_signals(group.spans)
+    assert signals.inputs["candidates"] == candidates(documents, "app")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_TRUNCATED] is True
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "max_output_tokens"

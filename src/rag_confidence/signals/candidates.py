@@ -73,7 +73,9 @@ class Assembled:
     ) -> None:
         self.candidates = candidates
         # Every document the generator was shown, in the order it was presented (presenters' order, then first
-        # appearance): the list numeric citation markers point into.
+        # appearance): the list numeric citation markers point into. A document a span listed several times
+        # (chunks sharing their source's id) stands once per listing there, as the prompt numbered them; one an
+        # earlier span listed is not repeated.
         self.presented = presented
         self.unscored = unscored
         # Documents retrieved but left out of every presented list (reranked or fused away): citing one cites
@@ -403,16 +405,25 @@ def assemble(
     merged: list[Merged] = []
     index: dict[str, Merged] = {}
     _alias_content_when_some_lack_ids(methods, presenters)
+    listed: list[Merged] = []  # in listing order, per span: chunks sharing an id each keep their position
+    listed_before: set[int] = set()
     for retrieval in methods:
         method = retrieval.method
+        in_span: set[int] = set()
         for document in retrieval.documents:
-            _merge(document, merged, index).add_score(method, document.score)
+            entry = _merge(document, merged, index)
+            entry.add_score(method, document.score)
+            if id(entry) not in listed_before:
+                in_span.add(id(entry))
+                listed.append(entry)
+        listed_before |= in_span
 
     if presenters:
         presented: list[Merged] = []
         seen: set[int] = set()  # ids of the entries presented: Merged compares by identity
         for presenter in presenters:
             rerank = presenter.rerank
+            in_span = set()
             for document in presenter.documents:
                 entry = _merge(document, merged, index)
                 if rerank:
@@ -422,8 +433,9 @@ def assemble(
                     # A wrapper's own score is used only when the wrapped spans gave none (ensemble of unscored).
                     entry.add_score(presenter.method, document.score)
                 if id(entry) not in seen:
-                    seen.add(id(entry))
+                    in_span.add(id(entry))
                     presented.append(entry)
+            seen |= in_span
         shown: list[Merged] = []
         for retrieval in uncovered:
             for document in retrieval.documents:
@@ -434,9 +446,9 @@ def assemble(
         shown.sort(key=_best_score_first)
         presented.extend(shown)
         dropped = [entry for entry in merged if id(entry) not in seen]
-        ordered = presented
+        ordered = list(dict.fromkeys(presented))
     else:
-        presented = list(merged)
+        presented = listed
         dropped = []
         ordered = sorted(merged, key=_best_score_first)
 

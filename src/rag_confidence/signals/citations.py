@@ -1,9 +1,11 @@
 """Citation markers in the answer text, matched against the retrieved documents.
 
 Markers are the matches of ``SignalOptions.citation_patterns``, plus (``citation_bracketed_ids``) any
-bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``; other bracketed text is ignored.
-A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it equals an id a
-document shown to the generator is known by (exactly, then ignoring case), or else when it is a position
+bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``, or a list of them (when one names
+an id, each is a reference); other bracketed text is ignored. Markers inside code (a fenced block, an inline
+span) are none. A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it
+equals an id a document shown to the generator is known by (exactly, then ignoring case; also after a
+doc/source/ref/chunk word: ``Source: 8f3c``), or else when it is a position
 (``3``, ``doc-3``, ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in
 the order they were presented (see :mod:`.candidates`), counted from ``SignalOptions.citation_position_base``.
 The id of a document retrieved but dropped before the generator saw it (by a reranker, say) is invalid.
@@ -40,12 +42,60 @@ from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
 # At most 18 digits: a position beyond that is no position, and Python refuses to read more than 4,300 digits.
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]{0,8}(\d{1,18})$")
 _MAX_ID_DIGITS = 18
+# The word a reference may open with (``[Source: 8f3c]``, as a prompt labelling each document ``Source: <id>``
+# gets back): what follows it may be an id.
+_PREFIX = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)[-_:\s]{1,8}")
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
 # no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
-# sentence it ends.
-_SENTENCE_BREAK = re.compile(r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*|(?<=[.!?])\s+|\n+")
+# sentence it ends. So do markers right after a western full stop (``France.[1] The``, where Wikipedia puts
+# them) when whitespace follows them.
+_SENTENCE_BREAK = re.compile(
+    r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*"
+    r"|(?<=[.!?])(?P<west>(?:\[[^\[\]\n]{1,256}\])+)\s+"
+    r"|(?<=[.!?])\s+|\n+"
+)
 _WORD = re.compile(r"\w")
-_BRACKETED = re.compile(r"\[([^\[\]\s]{1,256})\](?!\()")
+# A full stop before whitespace ends no sentence after these (lower-cased, without the stop): titles, and
+# reference words a number follows (``Fig. 3``, ``No. 5``). Dotted initials (``U.S.``, ``e.g.``) end none
+# either. A single letter may end one (``see Appendix A.``), so ``J. Smith`` stays two pieces, and so may a
+# word before one that starts lower-case (``iPhone sales rose.``).
+_TITLES = frozenset(
+    {"mr", "mrs", "ms", "mx", "dr", "prof", "sr", "jr", "st", "mt", "rev", "hon", "vs", "cf", "approx", "viz"}
+)
+_BEFORE_NUMBER = frozenset(
+    {"no", "nos", "fig", "figs", "vol", "pp", "p", "ch", "sec", "art", "eq", "para", "tab", "ex"}
+)
+_INITIALS = re.compile(r"(?:[^\W\d_]\.){2,}")
+# How far back a word before a full stop is looked at: an abbreviation is short.
+_ABBREVIATION_CHARS = 12
+_OPENERS = "([{\"'“‘*_"
+# Bracketed text that may name retrieved ids: one id (a file name may hold spaces) or several, separated by
+# commas or semicolons.
+_BRACKETED = re.compile(r"\[([^\[\]\n]{1,256})\](?!\()")
+# Code an answer quotes (a fenced block, an inline `span`) is program text: ``rows[0]`` there indexes a list and
+# cites nothing, and a block's lines are no sentences of the answer. A fence whose info string says Markdown or
+# plain text (some models wrap a whole answer in one) holds prose: only its fence lines are left out.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+_PROSE_FENCES = frozenset({"markdown", "md", "text", "txt", "plaintext"})
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+# Lines naming sources rather than claiming anything: a Markdown footnote or link reference definition
+# (``[^1]: Atlas``, ``[1]: https://...``), and the entries of a sources list under its heading (``Sources:``,
+# ``**References**``), each a line opening with a marker, after an optional bullet. They are no sentences of the
+# answer; their markers still count (a listed source that was never retrieved is an invalid citation).
+_DEFINITION = re.compile(r"^ {0,3}\[[^\[\]\n]{1,256}\]:[^\n]*", re.MULTILINE)
+_SOURCES_HEADING = re.compile(
+    r"(?im)^[ \t]{0,3}(?:#{1,6}[ \t]{1,8})?[*_]{0,2}"
+    r"(?:sources?|references?|citations?|bibliography|works cited)[ \t]{0,8}:?[*_]{0,2}:?"
+    # the entries may follow on the heading's own line: ``Sources: [1], [3]``
+    r"(?:[ \t]{0,8}\[[^\[\]\n]{1,256}\][,;]?){0,64}[ \t]*$"
+)
+# A heading titles a section and claims nothing: an ATX heading (``## Rivers``), or a line that is only bold text
+# without a full stop (``**Rivers of France**``), as models title sections.
+_HEADING = re.compile(
+    r"(?m)^ {0,3}(?:#{1,6}(?:[ \t][^\n]*)?|(?:\*\*|__)[^\n.!?*_]{1,256}(?:\*\*|__):?)[ \t]*$"
+)
+_SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -184,6 +234,16 @@ class _Matcher:
             # The id of a document dropped before the generator, not a position either (a bare number stays
             # a position, as in _id_shaped: the model numbers what it was shown).
             return None
+        prefixed = _PREFIX.match(reference)
+        if prefixed is not None:
+            # ``Source: 8f3c`` names the id after its prefix as ``8f3c`` would (an id first, as for a bare
+            # reference), else it is read as below (``doc-3`` a position, or one of a series of ids).
+            named = reference[prefixed.end() :]
+            by_id = self.match_id(named)
+            if by_id is not None:
+                return by_id
+            if not named.isdigit() and self.is_dropped_id(named):
+                return None
         position = _POSITION.match(reference)
         if position is not None and not self._id_shaped(reference, position.start(1)):
             index = int(position.group(1)) - self._base
@@ -279,10 +339,112 @@ def _with_bracketed_ids(
         start, end = match.span()
         if taken.overlaps(start, end):
             continue
-        token = match.group(1)
+        token = match.group(1).strip()
         if matcher.match_id(token) is not None or matcher.is_dropped_id(token):
             extra.append((start, end, token))
+            continue
+        if "," not in token and ";" not in token:
+            continue
+        # A list is a marker when one of its items names an id; then each item is a reference (one that names
+        # none is invalid, as a made-up id in a pattern's list is).
+        pieces = [piece.strip() for piece in token.replace(";", ",").split(",")]
+        if any(
+            piece and (matcher.match_id(piece) is not None or matcher.is_dropped_id(piece))
+            for piece in pieces
+        ):
+            extra.extend((start, end, piece) for piece in pieces if piece)
     return sorted([*references, *extra]) if extra else references
+
+
+def _code_regions(text: str) -> list[tuple[int, int]]:
+    """Sorted disjoint ``[start, end)`` spans of ``text`` that are code (CommonMark's rules, simplified): fenced
+    blocks (an unclosed fence runs to the end) and inline code spans, whose opening backticks close at the next
+    run of as many within the same paragraph."""
+    if "`" not in text and "~~~" not in text:
+        return []
+    regions: list[tuple[int, int]] = []
+    opening: re.Match[str] | None = None
+    for fence in _FENCE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        marks = opening.group(1)
+        closer = fence.group(1)
+        if closer[0] == marks[0] and len(closer) >= len(marks) and not fence.group(2).strip():
+            if opening.group(2).strip().lower() in _PROSE_FENCES:
+                regions.append(opening.span())
+                regions.append(fence.span())
+            else:
+                regions.append((opening.start(), fence.end()))
+            opening = None
+    if opening is not None and opening.group(2).strip().lower() not in _PROSE_FENCES:
+        regions.append((opening.start(), len(text)))
+    fenced = _Taken(regions)
+    runs = [run.span() for run in _BACKTICKS.finditer(text) if not fenced.overlaps(*run.span())]
+    if len(runs) > 1:
+        paragraphs = [found.start() for found in _PARAGRAPH.finditer(text)]
+        by_length: dict[int, list[int]] = {}
+        for index, (start, end) in enumerate(runs):
+            by_length.setdefault(end - start, []).append(index)
+        index = 0
+        while index < len(runs):
+            start, end = runs[index]
+            same = by_length[end - start]
+            following = bisect.bisect_right(same, index)
+            if following < len(same):
+                closing = same[following]
+                close_start, close_end = runs[closing]
+                if bisect.bisect_left(paragraphs, start) == bisect.bisect_left(
+                    paragraphs, close_start
+                ) and not fenced.overlaps(start, close_end):
+                    regions.append((start, close_end))
+                    index = closing + 1
+                    continue
+            index += 1
+    regions.sort()
+    return regions
+
+
+def _source_lines(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`), and lines
+    that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources heading with the marker-led
+    entries after it."""
+    regions = [found.span() for found in _DEFINITION.finditer(text)]
+    regions.extend(found.span() for found in _HEADING.finditer(text))
+    for heading in _SOURCES_HEADING.finditer(text):
+        end = heading.end()
+        while end < len(text):
+            line_end = text.find("\n", end + 1)
+            line_end = len(text) if line_end < 0 else line_end
+            line = end + 1
+            if line < line_end and _SOURCE_ENTRY.match(text, line, line_end) is None:
+                break
+            end = line_end
+        regions.append((heading.start(), end))
+    return regions
+
+
+def _union(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``regions`` sorted, overlapping ones merged."""
+    if len(regions) < 2:
+        return regions
+    regions.sort()
+    merged = [regions[0]]
+    for start, end in regions[1:]:
+        if start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _outside(
+    references: list[tuple[int, int, str]], code: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    if not code or not references:
+        return references
+    taken = _Taken(code)
+    return [reference for reference in references if not taken.overlaps(reference[0], reference[1])]
 
 
 def _may_hold_markers(text: str, options: SignalOptions) -> bool:
@@ -310,10 +472,14 @@ def summarize(
     shown document."""
     matcher = _Matcher(presented, options, dropped)
     references: list[tuple[int, int, str]] = []
+    code: list[tuple[int, int]] = []
     if text and _may_hold_markers(text, options):
         references = _references(text, options.compiled_citation_patterns)
         if options.citation_bracketed_ids:
             references = _with_bracketed_ids(text, references, matcher)
+        code = _code_regions(text)
+        references = _outside(references, code)
+    # Documents cited, by identity: a document listed at several positions (chunks of one source) is one.
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []
@@ -322,24 +488,30 @@ def summarize(
         if index is None:
             invalid.add(reference.strip().casefold())
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
             valid_spans.append((start, end))
     for reference in structured:
         index = matcher.match(reference)
         if index is None:
             invalid.add(reference.strip().casefold())
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
     unmatched = 0
     for names in sources:
         index = matcher.match_source(names)
         if index is None:
             unmatched += 1
         else:
-            cited.add(index)
+            cited.add(id(presented[index]))
     backed = _located(text, segments) if segments and text else []
     coverage = (
-        _coverage(text, valid_spans, [(start, end) for start, end, _ in references], backed)
+        _coverage(
+            text,
+            valid_spans,
+            [(start, end) for start, end, _ in references],
+            backed,
+            _union([*code, *_source_lines(text)]) if text else code,
+        )
         if references or backed
         else None
     )
@@ -397,10 +569,12 @@ def _coverage(
     valid: list[tuple[int, int]],
     markers: list[tuple[int, int]],
     backed: Sequence[tuple[int, int]] = (),
+    not_prose: Sequence[tuple[int, int]] = (),
 ) -> float | None:
     if not text:
         return None
     grounded = _Taken(backed) if backed else None
+    not_prose_starts = [start for start, _ in not_prose]
     # Both lists are in text order and their spans disjoint (a span repeats once per reference it holds), so
     # each sentence finds its markers by bisection instead of scanning them all.
     valid_starts = [start for start, _ in valid]
@@ -410,11 +584,19 @@ def _coverage(
     position = 0
     pieces: list[tuple[int, int]] = []
     for match in _SENTENCE_BREAK.finditer(text):
-        cjk_end = match.end("cjk")
-        pieces.append((position, cjk_end if cjk_end >= 0 else match.start()))
+        if _no_sentence_end(text, match.start(), match.end()):
+            continue
+        ended = max(match.end("cjk"), match.end("west"))
+        pieces.append((position, ended if ended >= 0 else match.start()))
         position = match.end()
     pieces.append((position, len(text)))
     for start, end in pieces:
+        if not_prose_starts:
+            # A piece inside code (a line of a fenced block, a line that is only inline code) is program text, one
+            # inside a list of sources names them: no sentence either way.
+            region = bisect.bisect_right(not_prose_starts, start) - 1
+            if region >= 0 and not_prose[region][1] >= end:
+                continue
         stripped = _strip_markers(text, start, end, spans, ends)
         has_valid = bisect.bisect_left(valid_starts, start) < bisect.bisect_left(valid_starts, end)
         if not has_valid and grounded is not None:
@@ -430,6 +612,31 @@ def _coverage(
     for sentence in sentences:
         covered += sentence[2]
     return covered / len(sentences)
+
+
+def _no_sentence_end(text: str, stop: int, following: int) -> bool:
+    """Whether the break ``[stop, following)`` after a full stop ends no sentence: an abbreviation or dotted
+    initials before it, or a numbered list's enumerator (``2.`` opening a line) before it."""
+    if stop == 0 or text[stop - 1] != "." or "\n" in text[stop:following]:
+        return False
+    start = stop - 1
+    limit = max(0, stop - 1 - _ABBREVIATION_CHARS)
+    while start > limit and not text[start - 1].isspace():
+        start -= 1
+    if start > 0 and not text[start - 1].isspace():
+        return False  # longer than any abbreviation
+    word = text[start : stop - 1].lstrip(_OPENERS)
+    lowered = word.lower()
+    if lowered in _TITLES or _INITIALS.fullmatch(word + "."):
+        return True
+    if lowered in _BEFORE_NUMBER:
+        return following < len(text) and text[following].isdigit()
+    if word.isdigit() and len(word) <= 3:
+        line = start
+        while line > 0 and text[line - 1] in " \t":
+            line -= 1
+        return line == 0 or text[line - 1] == "\n"
+    return False
 
 
 def _strip_markers(text: str, start: int, end: int, spans: list[tuple[int, int]], ends: list[int]) -> str:

@@ -254,7 +254,10 @@ def json_fields(text: str) -> Mapping[str, Any] | None:
     """The object of a JSON answer (optionally in a fenced block), else None."""
     text = text.strip()
     if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
+        text = text.strip("`")
+        if text[:4].lower() == "json":  # the info string, as a model writes it: ``json``, ``JSON``
+            text = text[4:]
+        text = text.strip()
     if not text.startswith("{") or len(text) > MAX_JSON_CHARS:
         return None
     try:

@@ -403,6 +403,10 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     reason = attributes.get(semconv.OI_LLM_FINISH_REASON)
     if isinstance(reason, str) and reason:
         finish_reasons.append(reason.lower())
+    else:
+        reason = _incomplete_response_reason(attributes, reader)
+        if reason is not None:
+            finish_reasons.append(reason)
     text, textless = _output_messages_text(attributes, reader)
     if text is None and not textless:
         text = _choice_text(attributes, reader)
@@ -424,6 +428,29 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
         segments=segments + cited_blocks,
         sources=sources,
     )
+
+
+_INCOMPLETE_TEXT = '"' + semconv.OPENAI_RESPONSE_STATUS_INCOMPLETE + '"'
+
+
+def _incomplete_response_reason(attributes: Mapping[str, Any], reader: Reader) -> str | None:
+    """Why a Responses API call stopped early (``max_output_tokens``, ``content_filter``), lower-cased, from the
+    Response the OpenAI instrumentor records as ``output.value``: it writes no ``llm.finish_reason`` for one,
+    and a Response cut at its token limit is ``status = incomplete``. None for anything else."""
+    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    if type(output) is not str or _INCOMPLETE_TEXT not in output:
+        return None
+    response = reader.maybe_mapping(output)
+    if (
+        response is None
+        or response.get("object") != semconv.OPENAI_RESPONSE_OBJECT
+        or response.get("status") != semconv.OPENAI_RESPONSE_STATUS_INCOMPLETE
+    ):
+        return None
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    # An incomplete Response without a reason stopped short all the same: as a token limit does.
+    return reason.lower() if isinstance(reason, str) and reason else semconv.GEN_AI_FINISH_REASON_LENGTH
 
 
 def _retrieve_and_generate(span: SpanRecord, reader: Reader) -> Generation | None:
