@@ -183,6 +183,15 @@ def ask(client: openai.OpenAI, tracer: trace.Tracer, mode: str) -> str:
     return text
 
 
+def answer_with(traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str) -> InMemorySpanExporter:
+    """The application's request ``POST /ask`` answered by the fake model with ``text``; its exporter."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask"):
+        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    return exporter
+
+
 # -- sync, async, streamed ----------------------------------------------------------------------------------------
 
 
@@ -540,10 +549,7 @@ def test_coverage_counts_the_sentences_a_reader_sees(
     traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
 ) -> None:
     """Three sentences, two of them cited: coverage two thirds, however the sentences are written."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    exporter = answer_with(traced_app, text)
 
     expected = expected_inputs()
     expected["citationCoverageScore"] = 2 / 3
@@ -566,10 +572,7 @@ def test_a_list_of_sources_after_the_answer_is_no_sentences_of_it(
 ) -> None:
     """The entries of a sources list under its heading, and Markdown footnote definitions, name sources: they
     are no claims of the answer, cited or not. Three sentences, the first cited: coverage one third."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    exporter = answer_with(traced_app, text)
 
     expected = expected_inputs()
     expected.update(citationCount=1, citationCoverageScore=1 / 3)
@@ -589,10 +592,7 @@ def test_a_list_of_prefixed_references_in_one_marker_cites_each(
     traced_app: tuple[InMemorySpanExporter, TracerProvider], text: str
 ) -> None:
     """``[Source 1, Source 2]`` lists references as ``[1, 2]`` does: both documents cited, every sentence."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    exporter = answer_with(traced_app, text)
 
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
@@ -602,14 +602,11 @@ def test_a_prefixed_reference_naming_a_document_id_cites_it(
 ) -> None:
     """A prompt that labels each document ``Source: <id>`` gets ``[Source: doc-atlas]`` back: the id after
     the prefix names the document, as ``[doc-atlas]`` would."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    text = (
+    exporter = answer_with(
+        traced_app,
         "Paris is the capital of France [Source: doc-atlas]. "
-        "The Loire is the longest river in France [source: DOC-RIVERS]."
+        "The Loire is the longest river in France [source: DOC-RIVERS].",
     )
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
 
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
@@ -674,10 +671,7 @@ def test_markdown_headings_are_no_sentences_of_the_answer(
 ) -> None:
     """A heading (``## Rivers``, or a line that is only bold text) titles a section and claims nothing: both
     claims cited is full coverage."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    exporter = answer_with(traced_app, text)
 
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
@@ -688,11 +682,7 @@ def test_an_answer_fenced_as_prose_is_read_as_prose(
 ) -> None:
     """Some models wrap a whole answer in a fence marked as text or Markdown: it is prose, its markers cite and
     its fence lines are no sentences."""
-    exporter, provider = traced_app
-    tracer = provider.get_tracer("app")
-    text = f"{fence}\n{ANSWER}\n```"
-    with tracer.start_as_current_span("POST /ask"):
-        ask(fake_openai(lambda body: chat_completion(text)), tracer, "sync")
+    exporter = answer_with(traced_app, f"{fence}\n{ANSWER}\n```")
 
     assert_scored_as(exporter, expected_inputs(), "POST /ask")
 
