@@ -7,12 +7,15 @@ would.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
+from unittest import mock
 
 import pytest
+import wrapt
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -43,11 +46,52 @@ def traced(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(processor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter, provider
-    finally:
-        instrumentor.uninstrument()
+    with restored_wrapt_patches():
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield exporter, provider
+        finally:
+            instrumentor.uninstrument()
+
+
+_ABSENT = object()
+
+
+@contextlib.contextmanager
+def restored_wrapt_patches() -> Iterator[None]:
+    """Undo every ``wrapt`` patch applied inside the block that is still in place when it ends.
+
+    An instrumentor's ``uninstrument()`` may leave patches behind: OpenLLMetry's OpenAI instrumentor (0.62)
+    passes ``"Completions.create"`` to ``unwrap``, which finds no such attribute on the module and removes
+    nothing, so its wrapper (bound to this provider) would trace every later test's calls. Restoring here
+    keeps any order of test modules independent of what the last one instrumented.
+    """
+    applied: list[tuple[Any, str, Any, Any]] = []
+    apply = wrapt.patches.apply_patch
+
+    def recording(parent: Any, attribute: str, replacement: Any) -> None:
+        try:
+            previous = vars(parent).get(attribute, _ABSENT)
+        except TypeError:
+            previous = _ABSENT
+        applied.append((parent, attribute, replacement, previous))
+        apply(parent, attribute, replacement)
+
+    with mock.patch.object(wrapt.patches, "apply_patch", recording):
+        try:
+            yield
+        finally:
+            for parent, attribute, replacement, previous in reversed(applied):
+                try:
+                    current = vars(parent).get(attribute, _ABSENT)
+                except TypeError:
+                    current = getattr(parent, attribute, _ABSENT)
+                if current is not replacement:
+                    continue  # unwrapped already, or patched over since by someone else
+                if previous is _ABSENT:
+                    delattr(parent, attribute)
+                else:
+                    setattr(parent, attribute, previous)
 
 
 Traced = tuple[InMemorySpanExporter, TracerProvider]

@@ -24,6 +24,7 @@ from rag_confidence.otel import (
     scored_answer,
 )
 from rag_confidence.scoring import compute_confidence
+from rag_confidence.scoring.evaluators import from_custom_judge
 from rag_confidence.scoring.models import ConfidenceScorecard
 from tests import instrumented
 
@@ -318,3 +319,54 @@ def test_decorator_metrics_carry_exemplars_of_the_answer_span(setup: Setup) -> N
     (point,) = instrumented.score_points(setup.reader)
     (exemplar,) = point.exemplars
     assert (exemplar.trace_id, exemplar.span_id) == (span.context.trace_id, span.context.span_id)
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [
+        lambda result: {"claimSupport": {"totalClaims": 4.0, "supportedClaims": 4.0}},
+        lambda result: from_custom_judge({"totalClaims": 4, "supportedClaims": 4}),
+    ],
+    ids=["explicit-doubles", "custom-judge"],
+)
+def test_integral_float_claim_counts_derive_the_support_level(setup: Setup, signals: Any) -> None:
+    # A judge's result (from_custom_judge returns floats) or an OTel double gives 4.0, not 4: it must count.
+    @setup.decorate(name="answer", signals=signals)
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        return "text"
+
+    answer()
+    expected = compute_confidence(
+        {
+            "supportLevel": "high",
+            "claimSupport": {"totalClaims": 4, "supportedClaims": 4},
+            "candidates": CANDIDATES,
+        }
+    )
+    card = last_scorecard()
+    assert card is not None
+    assert card.model_dump(exclude={"meta"}) == expected.model_dump(exclude={"meta"})
+    assert (setup.spans()["answer"].attributes or {})[semconv.RAG_CONFIDENCE_TOTAL] == expected.total
+
+
+def test_a_double_claims_attribute_counts_like_an_int(setup: Setup) -> None:
+    @setup.decorate(name="answer")
+    def answer() -> str:
+        with setup.tracer.start_as_current_span("retrieve", attributes=RETRIEVAL):
+            pass
+        record_signals(claims_total=4.0, claims_supported=4.0)
+        return "text"
+
+    answer()
+    expected = compute_confidence(
+        {
+            "supportLevel": "high",
+            "claimSupport": {"totalClaims": 4, "supportedClaims": 4},
+            "candidates": CANDIDATES,
+        }
+    )
+    card = last_scorecard()
+    assert card is not None and card.total == expected.total
+    assert card.model_dump(exclude={"meta"}) == expected.model_dump(exclude={"meta"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from rag_confidence import compute_confidence
 from rag_confidence.cli import schemas
 from rag_confidence.models import ConfidenceScorecard
-from rag_confidence.scoring.serialize import to_reference_json
+from rag_confidence.scoring.serialize import js_json, to_reference_json
 
 NAN = float("nan")
 INF = float("inf")
@@ -244,3 +245,41 @@ def test_the_published_schemas_validate_the_api_examples() -> None:
     inputs = jsonschema.Draft202012Validator(published["inputs"])
     candidate = {"retrievalScores": {"s": 0.9}, "combinedScore": 0.9, "lastUpdated": "2025-01-01"}
     assert inputs.is_valid({"supportLevel": "high", "candidates": [candidate]})
+
+
+# What node's JSON.stringify wrote, recorded by tests/fixtures/js_json/record.py (see its docstring).
+NODE = json.loads((Path(__file__).parent / "fixtures" / "js_json" / "node_json.json").read_text())
+
+
+@pytest.mark.parametrize(("number", "expected"), NODE["numbers"], ids=[row[0] for row in NODE["numbers"]])
+def test_numbers_are_written_as_javascript_writes_them(number: str, expected: str) -> None:
+    assert js_json(float(number)) == expected
+    assert js_json([float(number)], indent=2) == f"[\n  {expected}\n]"
+
+
+def test_large_ints_are_written_as_the_double_javascript_holds() -> None:
+    recorded = dict(NODE["numbers"])
+    assert js_json(2**60) == recorded[repr(2.0**60)]
+    assert js_json(2**53 + 1) == recorded[repr(2.0**53)]
+
+
+@pytest.mark.parametrize("row", NODE["strings"], ids=[str(index) for index in range(len(NODE["strings"]))])
+def test_strings_are_escaped_as_javascript_escapes_them(row: list[Any]) -> None:
+    code_units, expected = row
+    text = b"".join(unit.to_bytes(2, "little") for unit in code_units).decode("utf-16-le", "surrogatepass")
+    assert js_json(text) == expected
+    assert js_json({text: text}) == "{" + expected + ":" + expected + "}"
+
+
+@pytest.mark.parametrize("case", NODE["cards"], ids=[str(index) for index in range(len(NODE["cards"]))])
+def test_scorecard_json_is_what_json_stringify_writes(case: dict[str, Any]) -> None:
+    card = compute_confidence(case["inputs"], case["config"])
+    compact, indented = case["json"]
+    assert to_reference_json(card) == compact
+    assert to_reference_json(card, indent=2) == indented
+
+
+def test_a_surrogate_pair_held_as_two_code_points_is_one_character() -> None:
+    # JavaScript strings are UTF-16: two such code points are the pair JSON.stringify writes as the character.
+    recorded = {tuple(units): text for units, text in NODE["strings"]}
+    assert js_json("\ud83d\ude00") == recorded[(0xD83D, 0xDE00)]

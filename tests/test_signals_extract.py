@@ -643,3 +643,18 @@ def test_a_reranker_covers_the_retrievals_of_its_own_query_not_a_parallel_branch
     signals = extract_signals(rounds)
     assert candidate_ids(signals) == ["y2", "y1", "x1", "x2"]
     assert signals.inputs["citationCount"] == 2 and signals.inputs["invalidCitationCount"] == 0
+
+
+@pytest.mark.parametrize(
+    ("claims", "source"),
+    [
+        ({"totalClaims": 4.0, "supportedClaims": 4.0}, "claimSupport"),
+        ({"totalClaims": 4.5, "supportedClaims": 4.0}, "default"),
+        ({"totalClaims": float("inf"), "supportedClaims": 4.0}, "default"),
+        ({"totalClaims": 4, "supportedClaims": float("nan")}, "default"),
+        ({"totalClaims": True, "supportedClaims": True}, "default"),
+    ],
+)
+def test_explicit_claim_counts_derive_support_only_when_whole(claims: dict[str, Any], source: str) -> None:
+    signals = extract_signals([answer()], explicit={"claimSupport": claims})
+    assert signals.sources["supportLevel"] == source

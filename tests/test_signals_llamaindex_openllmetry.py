@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.otel import ConfidenceSpanProcessor
 from rag_confidence.signals import extract_signals
-from tests.instrumented import assert_scoreable
+from tests.instrumented import assert_scoreable, restored_wrapt_patches
 
 from .test_signals_llamaindex import (
     QUESTION,
@@ -50,14 +50,15 @@ def openllmetry() -> Iterator[InMemorySpanExporter]:
     root = get_dispatcher()
     span_handlers, event_handlers = list(root.span_handlers), list(root.event_handlers)
     instrumentor = LlamaIndexInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter
-    finally:
-        instrumentor.uninstrument()
-        root.span_handlers[:] = span_handlers
-        root.event_handlers[:] = event_handlers
-        provider.shutdown()
+    with restored_wrapt_patches():
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield exporter
+        finally:
+            instrumentor.uninstrument()
+            root.span_handlers[:] = span_handlers
+            root.event_handlers[:] = event_handlers
+            provider.shutdown()
 
 
 def entity_names(exporter: InMemorySpanExporter) -> list[str]:

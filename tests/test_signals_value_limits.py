@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_confidence import compute_confidence, semconv
 from rag_confidence.signals import extract_signals
-from tests.instrumented import assert_scoreable
+from tests.instrumented import assert_scoreable, restored_wrapt_patches
 from tests.test_signals_langchain import (
     CORPUS,
     QUESTION,
@@ -62,11 +62,12 @@ def limited() -> Iterator[InMemorySpanExporter]:
     provider = TracerProvider(span_limits=SpanLimits(max_attribute_length=LIMIT))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = LangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield exporter
-    finally:
-        instrumentor.uninstrument()
+    with restored_wrapt_patches():
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield exporter
+        finally:
+            instrumentor.uninstrument()
 
 
 def run(exporter: InMemorySpanExporter, padding: int) -> Any:

@@ -7,6 +7,7 @@ over earlier ones); the ``explicit`` mapping the caller passes (``@scored_answer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -387,6 +388,17 @@ def _level(share: float, options: SignalOptions) -> str:
     return "low"
 
 
+def _whole(value: Any) -> int | None:
+    """A count given as an int or an integral float (an explicit input or a judge's result may be a double)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _derive_support_level(inputs: Mapping[str, Any], options: SignalOptions) -> tuple[str, str]:
     """The lower of the levels faithfulness and claim support imply; the default when neither is present."""
     levels: list[tuple[str, str]] = []
@@ -395,14 +407,12 @@ def _derive_support_level(inputs: Mapping[str, Any], options: SignalOptions) -> 
         levels.append((_level(float(faithfulness), options), "faithfulnessScore"))
     claims = inputs.get("claimSupport")
     if isinstance(claims, Mapping):
-        total = claims.get("totalClaims")
-        supported = claims.get("supportedClaims")
-        contradicted = claims.get("contradictedClaims") or 0
-        if isinstance(total, int) and isinstance(supported, int) and total > 0:
+        total = _whole(claims.get("totalClaims"))
+        supported = _whole(claims.get("supportedClaims"))
+        contradicted = _whole(claims.get("contradictedClaims") or 0)
+        if total is not None and supported is not None and total > 0:
             level = (
-                "low"
-                if isinstance(contradicted, int) and contradicted > 0
-                else _level(supported / total, options)
+                "low" if contradicted is not None and contradicted > 0 else _level(supported / total, options)
             )
             levels.append((level, "claimSupport"))
     if not levels:
