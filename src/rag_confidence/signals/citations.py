@@ -96,6 +96,9 @@ _HEADING = re.compile(
     r"(?m)^ {0,3}(?:#{1,6}(?:[ \t][^\n]*)?|(?:\*\*|__)[^\n.!?*_]{1,256}(?:\*\*|__):?)[ \t]*$"
 )
 _SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
+# What each of the three line rules cannot match without: most answers hold none of it, and one C-level test
+# is cheaper than a line-anchored scan (the rules run on every scored answer).
+_SOURCES_WORD = re.compile(r"(?i)sources?|references?|citations?|bibliography|works cited")
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -409,8 +412,11 @@ def _source_lines(text: str) -> list[tuple[int, int]]:
     """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`), and lines
     that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources heading with the marker-led
     entries after it."""
-    regions = [found.span() for found in _DEFINITION.finditer(text)]
-    regions.extend(found.span() for found in _HEADING.finditer(text))
+    regions = [found.span() for found in _DEFINITION.finditer(text)] if "]:" in text else []
+    if "#" in text or "**" in text or "__" in text:
+        regions.extend(found.span() for found in _HEADING.finditer(text))
+    if _SOURCES_WORD.search(text) is None:
+        return regions
     for heading in _SOURCES_HEADING.finditer(text):
         end = heading.end()
         while end < len(text):
