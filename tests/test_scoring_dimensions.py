@@ -91,6 +91,24 @@ def test_grounding_contradicted_claims() -> None:
     assert dim.raw == 30 - 3 - 5
 
 
+def test_claim_counts_past_a_doubles_range_score_without_raising() -> None:
+    # Integer sums past 2**53 become doubles as in JavaScript; past the largest double that is Infinity, not
+    # Python's OverflowError out of compute_confidence (such counts scored before the rounding was added).
+    huge = 10**400
+    dim = grounding(claimSupport={"totalClaims": huge, "supportedClaims": 5})
+    assert dim.breakdown.diagnostics is not None
+    assert dim.breakdown.diagnostics["unsupportedClaims"] == float("inf")
+    grounding(claimSupport={"totalClaims": huge, "supportedClaims": huge})
+
+
+def test_a_rank_past_a_doubles_range_scores_without_raising() -> None:
+    config = {"retrieval": {"rankPenalty": {"mode": "penalize", "afterRank": 1, "penaltyPerRank": 1}}}
+    card = compute_confidence(
+        {"supportLevel": "high", "hasConflict": False, "candidates": [cand(0.9, rank=10**400)]}, config
+    )
+    assert card.dimensions.retrieval.breakdown.adjustments["rankPenalty"] < 0
+
+
 @pytest.mark.parametrize(
     ("invalid", "cited", "expected"),
     [(0, 3, 30), (1, 3, 28), (2, 3, 25), (0, 2, 30), (0, 1, 30)],

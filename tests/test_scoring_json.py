@@ -263,6 +263,23 @@ def test_large_ints_are_written_as_the_double_javascript_holds() -> None:
     assert js_json(2**53 + 1) == recorded[repr(2.0**53)]
 
 
+def test_ints_past_a_doubles_range_are_written_as_javascript_writes_infinity() -> None:
+    # JavaScript holds such a number as Infinity, which JSON.stringify writes as null; a scorecard echoes input
+    # counts of any size in its diagnostics, and writing one must not raise.
+    assert js_json([10**400, -(10**400)]) == "[null,null]"
+    assert js_json(2**1023) == js_json(2.0**1023) == "8.98846567431158e+307"
+    card = compute_confidence(
+        {
+            "supportLevel": "high",
+            "hasConflict": False,
+            "candidates": [{"retrievalScores": {"s": 0.9}, "combinedScore": 0.9}],
+            "claimSupport": {"totalClaims": 10**400, "supportedClaims": 5},
+        }
+    )
+    written = json.loads(to_reference_json(card))
+    assert written["dimensions"]["grounding"]["breakdown"]["diagnostics"]["totalClaims"] is None
+
+
 @pytest.mark.parametrize("row", NODE["strings"], ids=[str(index) for index in range(len(NODE["strings"]))])
 def test_strings_are_escaped_as_javascript_escapes_them(row: list[Any]) -> None:
     code_units, expected = row

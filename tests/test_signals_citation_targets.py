@@ -281,6 +281,12 @@ def explicit_only(text: str, given: list[Any]) -> ExtractedSignals:
             [candidate("a", 0.9), candidate("a", 0.8), candidate("b", 0.7)],
             2,
         ),
+        # Both markers cite chunks of ``a``: one document cited, as when a retrieval span listed the chunks.
+        (
+            "Paris is the capital [1]. It is on the Seine [2].",
+            [candidate("a", 0.9), candidate("a", 0.8), candidate("b", 0.7)],
+            1,
+        ),
         # Ranks are compared as given: an int beyond a float's range still sorts (it raised OverflowError out of
         # extraction), last here, so ``[1]`` is ``b``.
         (
@@ -292,7 +298,12 @@ def explicit_only(text: str, given: list[Any]) -> ExtractedSignals:
         # candidate is known as ``a``, so ``[a]`` is a valid citation (it was position-only, ``[a]`` no marker).
         ("Paris is the capital [a].", [{"documentId": None, "document_id": "a", "combinedScore": 0.9}], 1),
     ],
-    ids=["chunks of one document keep their numbering", "a rank beyond a float", "a null camelCase id"],
+    ids=[
+        "chunks of one document keep their numbering",
+        "chunks of one document are one cited document",
+        "a rank beyond a float",
+        "a null camelCase id",
+    ],
 )
 def test_explicit_candidates_read_as_the_application_gives_them(
     text: str, given: list[Any], cited: int

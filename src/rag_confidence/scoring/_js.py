@@ -75,11 +75,14 @@ def as_double(value: Number) -> Number:
     for one operation on two doubles that is exactly the double JavaScript computes. Counts a caller gives
     (claims, ranks, combined scores) reach these magnitudes.
 
-    >>> as_double(2**53 + 1) == 2**53, as_double(7)
-    (True, 7)
+    >>> as_double(2**53 + 1) == 2**53, as_double(7), as_double(-(10**400))
+    (True, 7, -inf)
     """
     if type(value) is int and not -_MAX_EXACT <= value <= _MAX_EXACT:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # past the largest double JavaScript rounds to Infinity
+            return INF if value > 0 else -INF
     return value
 
 

@@ -86,6 +86,16 @@ def _js_number(value: float) -> str:
 
 _INF = float("inf")
 
+
+def _js_big_int(value: int) -> str:
+    """An int past 2**53 as the double JavaScript holds for it; past the largest double that is Infinity,
+    which ``JSON.stringify`` writes as ``null``."""
+    try:
+        return _js_number(float(value))
+    except OverflowError:
+        return "null"
+
+
 # Lone surrogates: JSON.stringify escapes them (as lowercase \udxxx); a high one followed by a low one is a
 # pair, one character, written as itself.
 _SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
@@ -119,7 +129,7 @@ def _write(value: Any, out: list[str], indent: str | None, depth: int, omit: fro
     elif value is False:
         out.append("false")
     elif kind is int:
-        out.append(str(value) if -_SAFE < value < _SAFE else _js_number(float(value)))
+        out.append(str(value) if -_SAFE < value < _SAFE else _js_big_int(value))
     elif kind is dict:
         _write_object(value, out, indent, depth, omit)
     elif kind is list or kind is tuple:

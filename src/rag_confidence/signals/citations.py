@@ -141,12 +141,20 @@ def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] 
         if not identity.startswith(TEXT_KEY_PREFIX)
     }
     targets = list(presented)
+    # Candidates sharing an id stand at their own positions as one document (cited once, as a retrieval span's
+    # chunks of one source are: see summarize).
+    added: dict[str, Merged] = {}
     for position in order:
         document_id = entries[position][0]
         if document_id is None:
             targets.append(Merged(Document("", None, None, None), []))
         elif document_id not in known:
-            targets.append(Merged(Document(document_id, document_id, None, None), [document_id]))
+            entry = added.get(document_id)
+            if entry is None:
+                entry = added[document_id] = Merged(
+                    Document(document_id, document_id, None, None), [document_id]
+                )
+            targets.append(entry)
     return targets
 
 
