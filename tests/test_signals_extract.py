@@ -70,6 +70,13 @@ DOCS = [{"id": "alpha", "score": 0.9}, {"id": "beta", "score": 0.7}, {"id": "gam
         ("Wrong [7] and [doc-0].", 0, 2, 0.0),
         ("退款需要三十天[1]。运费由买方承担。", 1, 0, 0.5),  # CJK full stops end sentences without a space
         ("巴黎是法国的首都。[1]东京是日本的首都。[2]", 2, 0, 1.0),  # a marker after 。 cites that sentence
+        # Lines that claim nothing (a sources list under its heading, in any case and script; a heading; a
+        # footnote definition) are no sentences; text without them is read as any other.
+        ("One [1]. Two.\n\nSOURCES\n[1] Atlas\n[2] Rivers", 2, 0, 0.5),
+        ("One [1]. Two, at the café.\n\nSources:\n[1] Atlas\n[2] Rivers", 2, 0, 0.5),
+        ("## Facts\nOne [1]. Two.", 1, 0, 0.5),
+        ("One [^1]. Two.\n\n[^1]: Atlas, second edition.", 1, 0, 0.5),
+        ("The source is one [1]. The reference works cited two.", 1, 0, 0.5),
     ],
 )
 def test_citation_rules(text: str, cited: int, invalid: int, coverage: float | None) -> None:

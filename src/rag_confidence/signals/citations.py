@@ -96,9 +96,6 @@ _HEADING = re.compile(
     r"(?m)^ {0,3}(?:#{1,6}(?:[ \t][^\n]*)?|(?:\*\*|__)[^\n.!?*_]{1,256}(?:\*\*|__):?)[ \t]*$"
 )
 _SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
-# What each of the three line rules cannot match without: most answers hold none of it, and one C-level test
-# is cheaper than a line-anchored scan (the rules run on every scored answer).
-_SOURCES_WORD = re.compile(r"(?i)sources?|references?|citations?|bibliography|works cited")
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -420,11 +417,13 @@ def _source_lines(text: str) -> list[tuple[int, int]]:
     """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`), and lines
     that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources heading with the marker-led
     entries after it."""
+    # Each rule is run only on a text holding what it cannot match without: most answers hold none of it, and a
+    # substring test is far cheaper than a line-anchored (and, for the sources heading, case-blind) scan.
     regions = [found.span() for found in _DEFINITION.finditer(text)] if "]:" in text else []
     if "#" in text or "**" in text or "__" in text:
         regions.extend(found.span() for found in _HEADING.finditer(text))
-    if _SOURCES_WORD.search(text) is None:
-        return regions
+    if text.isascii() and not _names_sources(text.lower()):
+        return regions  # (outside ASCII, the pattern's case-blind matching has equivalents lower() lacks)
     for heading in _SOURCES_HEADING.finditer(text):
         end = heading.end()
         while end < len(text):
@@ -436,6 +435,17 @@ def _source_lines(text: str) -> list[tuple[int, int]]:
             end = line_end
         regions.append((heading.start(), end))
     return regions
+
+
+def _names_sources(lowered: str) -> bool:
+    """Whether lower-cased ASCII text holds a word :data:`_SOURCES_HEADING` needs."""
+    return (
+        "source" in lowered
+        or "reference" in lowered
+        or "citation" in lowered
+        or "bibliography" in lowered
+        or "works cited" in lowered
+    )
 
 
 def _union(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
