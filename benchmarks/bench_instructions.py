@@ -132,6 +132,8 @@ def count(python: str, workload: str, mode: str, requests: int) -> int:
             capture_output=True,
             text=True,
             check=False,
+            # Hash-ordered work (sets, dict iteration of str keys) would move the count from run to run.
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
     found = re.search(r"Collected : ([\d,]+)", completed.stderr)
     if completed.returncode != 0 or found is None:
