@@ -321,6 +321,16 @@ def test_decorator_metrics_carry_exemplars_of_the_answer_span(setup: Setup) -> N
     assert (exemplar.trace_id, exemplar.span_id) == (span.context.trace_id, span.context.span_id)
 
 
+# Four claims, all supported: support level high, derived from the claims whatever number type carried them.
+FOUR_CLAIMS_SUPPORTED = compute_confidence(
+    {
+        "supportLevel": "high",
+        "claimSupport": {"totalClaims": 4, "supportedClaims": 4},
+        "candidates": CANDIDATES,
+    }
+)
+
+
 @pytest.mark.parametrize(
     "signals",
     [
@@ -338,13 +348,7 @@ def test_integral_float_claim_counts_derive_the_support_level(setup: Setup, sign
         return "text"
 
     answer()
-    expected = compute_confidence(
-        {
-            "supportLevel": "high",
-            "claimSupport": {"totalClaims": 4, "supportedClaims": 4},
-            "candidates": CANDIDATES,
-        }
-    )
+    expected = FOUR_CLAIMS_SUPPORTED
     card = last_scorecard()
     assert card is not None
     assert card.model_dump(exclude={"meta"}) == expected.model_dump(exclude={"meta"})
@@ -360,13 +364,7 @@ def test_a_double_claims_attribute_counts_like_an_int(setup: Setup) -> None:
         return "text"
 
     answer()
-    expected = compute_confidence(
-        {
-            "supportLevel": "high",
-            "claimSupport": {"totalClaims": 4, "supportedClaims": 4},
-            "candidates": CANDIDATES,
-        }
-    )
+    expected = FOUR_CLAIMS_SUPPORTED
     card = last_scorecard()
     assert card is not None and card.total == expected.total
     assert card.model_dump(exclude={"meta"}) == expected.model_dump(exclude={"meta"})
