@@ -6,6 +6,7 @@ Expected numbers here are read off the spec's tables, not produced by the code u
 from __future__ import annotations
 
 import datetime
+import math
 from pathlib import Path
 from typing import Any
 
@@ -94,19 +95,43 @@ def test_grounding_contradicted_claims() -> None:
 def test_claim_counts_past_a_doubles_range_score_without_raising() -> None:
     # Integer sums past 2**53 become doubles as in JavaScript; past the largest double that is Infinity, not
     # Python's OverflowError out of compute_confidence (such counts scored before the rounding was added).
-    huge = 10**400
-    dim = grounding(claimSupport={"totalClaims": huge, "supportedClaims": 5})
+    # A count past the largest double is Infinity from the start, as JSON text 1e400 is there: out of range.
+    for supported in (5, 10**400):
+        huge = grounding(claimSupport={"totalClaims": 10**400, "supportedClaims": supported})
+        infinite = grounding(claimSupport={"totalClaims": math.inf, "supportedClaims": math.inf})
+        assert huge.model_dump() == infinite.model_dump()
+    # Sums of counts a double holds exactly still become doubles past 2**53 (x-010 to x-013 in the fixtures).
+    dim = grounding(claimSupport={"totalClaims": 2**53, "supportedClaims": 2**53, "contradictedClaims": 1})
     assert dim.breakdown.diagnostics is not None
-    assert dim.breakdown.diagnostics["unsupportedClaims"] == float("inf")
-    grounding(claimSupport={"totalClaims": huge, "supportedClaims": huge})
 
 
 def test_a_rank_past_a_doubles_range_scores_without_raising() -> None:
+    # Such a rank is Infinity to the reference (as JSON text 1e400 parses there): no rank, not an OverflowError.
     config = {"retrieval": {"rankPenalty": {"mode": "penalize", "afterRank": 1, "penaltyPerRank": 1}}}
-    card = compute_confidence(
-        {"supportLevel": "high", "hasConflict": False, "candidates": [cand(0.9, rank=10**400)]}, config
-    )
-    assert card.dimensions.retrieval.breakdown.adjustments["rankPenalty"] < 0
+
+    def scored(rank: float) -> Any:
+        candidates = [cand(0.9, rank=rank)]
+        return compute_confidence(
+            {"supportLevel": "high", "hasConflict": False, "candidates": candidates}, config
+        )
+
+    assert scored(10**400).model_dump() == scored(math.inf).model_dump()
+    assert "rank-signal-missing" in [warning.code for warning in scored(10**400).meta.warnings]
+
+
+@pytest.mark.parametrize(
+    ("given", "as_javascript_holds_it"), [(10**400, math.inf), (2**53 + 1, float(2**53))]
+)
+def test_a_number_field_given_an_int_past_2_53_holds_the_double_javascript_would(
+    given: int, as_javascript_holds_it: float
+) -> None:
+    # combinedScore = 10**400 raised OverflowError out of compute_confidence (a typed error or a warning is the
+    # contract for bad input); the reference, given 1e400 in JSON, scores Infinity with input-out-of-range.
+    def scored(score: float) -> Any:
+        candidate = cand(0.9, combinedScore=score)
+        return compute_confidence({"supportLevel": "high", "hasConflict": False, "candidates": [candidate]})
+
+    assert scored(given).model_dump() == scored(as_javascript_holds_it).model_dump()
 
 
 @pytest.mark.parametrize(

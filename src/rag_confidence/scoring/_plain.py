@@ -21,6 +21,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import RagConfidenceError
+from ._js import as_double
+
+# Ints a double holds exactly: a number field keeps them as they are (larger ones, see Checker._number).
+_EXACT = 2**53
 
 Checker = Callable[[Any, str], Any]
 _DROP = object()  # a checker's answer for "None given for an optional field"
@@ -141,8 +145,13 @@ class _Compiler:
 
     def _number(self, value: Any, path: str) -> Any:
         kind = type(value)
-        if kind is float or kind is int:
+        if kind is float:
             return value
+        if kind is int:
+            # A number field holds a double, as in the reference: an int past 2**53 becomes the nearest one, and
+            # one past the largest double Infinity (JSON text like 1e400 parses to that there), so the arithmetic
+            # on it neither diverges nor raises OverflowError.
+            return as_double(value)
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             # Scores straight out of numpy or a vector store (np.float32 is no float subclass), Fractions:
             # numbers to the reference's JSON, so numbers here.
@@ -207,7 +216,7 @@ class _Compiler:
                 # The common case (method -> score): all plain floats and ints, nothing to copy.
                 for element in value.values():
                     kind = type(element)
-                    if kind is not float and kind is not int:
+                    if kind is not float and (kind is not int or not -_EXACT <= element <= _EXACT):
                         break
                 else:
                     for key in value:
@@ -273,7 +282,7 @@ class _Compiler:
                 element_type = type(element)
                 if (
                     kind == _NUM
-                    and (element_type is float or element_type is int)
+                    and (element_type is float or element_type is int and -_EXACT <= element <= _EXACT)
                     or kind == _STR
                     and element_type is str
                     or kind == _BOOL
