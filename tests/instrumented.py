@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
-import wrapt
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -66,6 +65,10 @@ def restored_wrapt_patches() -> Iterator[None]:
     nothing, so its wrapper (bound to this provider) would trace every later test's calls. Restoring here
     keeps any order of test modules independent of what the last one instrumented.
     """
+    # Imported here: the lowest-bounds CI stage imports this module (through test_otel_decorator) without the
+    # test extra, and so without wrapt, which only the instrumentors bring.
+    import wrapt
+
     applied: list[tuple[Any, str, Any, Any]] = []
     apply = wrapt.patches.apply_patch
 
