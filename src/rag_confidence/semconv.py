@@ -309,8 +309,12 @@ OPENAI_FILE_CITATION: Final = "file_citation"
 OPENAI_FILE_SEARCH_METHOD: Final = "file_search"
 #: A Response object's ``object`` and the ``status`` of one the model stopped early (``max_output_tokens``,
 #: ``content_filter``, given as ``incomplete_details.reason``): a Response has no finish reason of its own.
+OPENAI_RESPONSE_OBJECT_KEY: Final = "object"
 OPENAI_RESPONSE_OBJECT: Final = "response"
+OPENAI_RESPONSE_STATUS: Final = "status"
 OPENAI_RESPONSE_STATUS_INCOMPLETE: Final = "incomplete"
+OPENAI_RESPONSE_INCOMPLETE_DETAILS: Final = "incomplete_details"
+OPENAI_RESPONSE_INCOMPLETE_REASON: Final = "reason"
 #: Gemini grounding as the OpenInference Google GenAI instrumentor records it in an LLM span's ``output.value``: the
 #: ``GenerateContentResponse`` dumped by field name (google-genai ``types.py``: ``Candidate.grounding_metadata``,
 #: ``GroundingMetadata.grounding_chunks`` / ``grounding_supports``, ``GroundingSupport.grounding_chunk_indices``

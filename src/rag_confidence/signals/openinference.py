@@ -443,12 +443,12 @@ def _incomplete_response_reason(attributes: Mapping[str, Any], reader: Reader) -
     response = reader.maybe_mapping(output)
     if (
         response is None
-        or response.get("object") != semconv.OPENAI_RESPONSE_OBJECT
-        or response.get("status") != semconv.OPENAI_RESPONSE_STATUS_INCOMPLETE
+        or response.get(semconv.OPENAI_RESPONSE_OBJECT_KEY) != semconv.OPENAI_RESPONSE_OBJECT
+        or response.get(semconv.OPENAI_RESPONSE_STATUS) != semconv.OPENAI_RESPONSE_STATUS_INCOMPLETE
     ):
         return None
-    details = response.get("incomplete_details")
-    reason = details.get("reason") if isinstance(details, Mapping) else None
+    details = response.get(semconv.OPENAI_RESPONSE_INCOMPLETE_DETAILS)
+    reason = details.get(semconv.OPENAI_RESPONSE_INCOMPLETE_REASON) if isinstance(details, Mapping) else None
     # An incomplete Response without a reason stopped short all the same: as a token limit does.
     return reason.lower() if isinstance(reason, str) and reason else semconv.GEN_AI_FINISH_REASON_LENGTH
 
