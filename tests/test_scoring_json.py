@@ -13,6 +13,7 @@ import pytest
 from rag_confidence import compute_confidence
 from rag_confidence.cli import schemas
 from rag_confidence.models import ConfidenceScorecard
+from rag_confidence.scoring._js import js_str
 from rag_confidence.scoring.serialize import js_json, to_reference_json
 
 NAN = float("nan")
@@ -255,6 +256,9 @@ NODE = json.loads((Path(__file__).parent / "fixtures" / "js_json" / "node_json.j
 def test_numbers_are_written_as_javascript_writes_them(number: str, expected: str) -> None:
     assert js_json(float(number)) == expected
     assert js_json([float(number)], indent=2) == f"[\n  {expected}\n]"
+    # String(x), which explanations quote, writes a finite number as JSON.stringify does.
+    if expected != "null":
+        assert js_str(float(number)) == expected
 
 
 def test_large_ints_are_written_as_the_double_javascript_holds() -> None:

@@ -19,7 +19,7 @@ INF = math.inf
 # 2**52: from here on every double is an integer.
 _INTEGRAL_FLOATS = 4503599627370496.0
 # 2**53: past it not every integer is a double.
-_MAX_EXACT = 9007199254740992
+MAX_EXACT = 9007199254740992
 # Largest array index of JavaScript, 2**32 - 2: such keys come first in an object's key order.
 _MAX_ARRAY_INDEX = 4294967294
 # Members every JavaScript object inherits. The reference looks method thresholds up by plain property
@@ -78,7 +78,7 @@ def as_double(value: Number) -> Number:
     >>> as_double(2**53 + 1) == 2**53, as_double(7), as_double(-(10**400))
     (True, 7, -inf)
     """
-    if type(value) is int and not -_MAX_EXACT <= value <= _MAX_EXACT:
+    if type(value) is int and not -MAX_EXACT <= value <= MAX_EXACT:
         try:
             return float(value)
         except OverflowError:  # past the largest double JavaScript rounds to Infinity
@@ -218,7 +218,36 @@ def js_str(value: object) -> str:
             return "NaN"
         if value in (INF, -INF):
             return "Infinity" if value > 0 else "-Infinity"
-        if value.is_integer() and abs(value) < 1e21:
-            return str(int(value))
-        return repr(value)
+        return js_number(value)
     return str(value)
+
+
+def js_number(value: float) -> str:
+    """A finite ``value`` as ECMAScript's Number::toString writes it (``String(x)``, and ``JSON.stringify``'s
+    number text).
+
+    ``repr`` gives the same shortest round-trip digits; only their layout differs (JavaScript writes plain
+    digits for exponents up to 21 and down to 1e-7, ``1e-9`` rather than ``1e-09``, never a ``.0``).
+    """
+    if value == 0:
+        return "0"  # -0 too, as JavaScript writes it
+    text = repr(value)
+    if "e" not in text:
+        # repr is plain for 1e-4 <= |x| < 1e16, inside JavaScript's plain range, with the same digits.
+        return text[:-2] if text.endswith(".0") else text
+    mantissa, _, exponent = text.partition("e")
+    sign = ""
+    if mantissa[0] == "-":
+        sign, mantissa = "-", mantissa[1:]
+    digits = mantissa.replace(".", "")
+    k = len(digits)
+    n = int(exponent) + 1  # the decimal point sits after n digits
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    tail = f"e{'+' if e >= 0 else '-'}{abs(e)}"
+    return sign + (digits if k == 1 else digits[0] + "." + digits[1:]) + tail

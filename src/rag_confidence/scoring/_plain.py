@@ -21,10 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import RagConfidenceError
-from ._js import as_double
-
-# Ints a double holds exactly: a number field keeps them as they are (larger ones, see Checker._number).
-_EXACT = 2**53
+from ._js import MAX_EXACT, as_double
 
 Checker = Callable[[Any, str], Any]
 _DROP = object()  # a checker's answer for "None given for an optional field"
@@ -216,7 +213,7 @@ class _Compiler:
                 # The common case (method -> score): all plain floats and ints, nothing to copy.
                 for element in value.values():
                     kind = type(element)
-                    if kind is not float and (kind is not int or not -_EXACT <= element <= _EXACT):
+                    if kind is not float and (kind is not int or not -MAX_EXACT <= element <= MAX_EXACT):
                         break
                 else:
                     for key in value:
@@ -282,7 +279,7 @@ class _Compiler:
                 element_type = type(element)
                 if (
                     kind == _NUM
-                    and (element_type is float or element_type is int and -_EXACT <= element <= _EXACT)
+                    and (element_type is float or element_type is int and -MAX_EXACT <= element <= MAX_EXACT)
                     or kind == _STR
                     and element_type is str
                     or kind == _BOOL

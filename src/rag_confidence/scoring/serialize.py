@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ._js import MAX_EXACT, as_double, js_number
+
 
 def _prune(value: Any, key: str | None = None) -> Any:
     if isinstance(value, dict):
@@ -53,47 +55,8 @@ def to_reference_dict(result: BaseModel) -> dict[str, Any]:
 
 
 def _js_number(value: float) -> str:
-    """``value`` as ECMAScript's Number::toString writes it (what ``JSON.stringify`` prints for a number).
-
-    ``repr`` gives the same shortest round-trip digits; only their layout differs (JavaScript writes plain
-    digits for exponents up to 21 and down to 1e-7, ``1e-9`` rather than ``1e-09``, never a ``.0``).
-    """
-    if value != value or value in (_INF, -_INF):
-        return "null"
-    if value == 0:
-        return "0"  # -0 too, as JavaScript writes it
-    text = repr(value)
-    if "e" not in text:
-        # repr is plain for 1e-4 <= |x| < 1e16, inside JavaScript's plain range, with the same digits.
-        return text[:-2] if text.endswith(".0") else text
-    mantissa, _, exponent = text.partition("e")
-    sign = ""
-    if mantissa[0] == "-":
-        sign, mantissa = "-", mantissa[1:]
-    digits = mantissa.replace(".", "")
-    k = len(digits)
-    n = int(exponent) + 1  # the decimal point sits after n digits
-    if k <= n <= 21:
-        return sign + digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * -n + digits
-    e = n - 1
-    tail = f"e{'+' if e >= 0 else '-'}{abs(e)}"
-    return sign + (digits if k == 1 else digits[0] + "." + digits[1:]) + tail
-
-
-_INF = float("inf")
-
-
-def _js_big_int(value: int) -> str:
-    """An int past 2**53 as the double JavaScript holds for it; past the largest double that is Infinity,
-    which ``JSON.stringify`` writes as ``null``."""
-    try:
-        return _js_number(float(value))
-    except OverflowError:
-        return "null"
+    """A number as ``JSON.stringify`` writes it: non-finite ones as ``null``."""
+    return js_number(value) if value - value == 0 else "null"
 
 
 # Lone surrogates: JSON.stringify escapes them (as lowercase \udxxx); a high one followed by a low one is a
@@ -129,7 +92,8 @@ def _write(value: Any, out: list[str], indent: str | None, depth: int, omit: fro
     elif value is False:
         out.append("false")
     elif kind is int:
-        out.append(str(value) if -_SAFE < value < _SAFE else _js_big_int(value))
+        # Past 2**53, the double JavaScript holds for it (Infinity, so null, past the largest double).
+        out.append(str(value) if -MAX_EXACT < value < MAX_EXACT else _js_number(float(as_double(value))))
     elif kind is dict:
         _write_object(value, out, indent, depth, omit)
     elif kind is list or kind is tuple:
@@ -195,9 +159,6 @@ def _write_array(
         separator = "," + inner
         _write(item, out, indent, depth + 1, omit)
     out.append("\n" + indent * depth + "]")
-
-
-_SAFE = 2**53
 
 
 def js_json(value: Any, *, indent: int | None = None) -> str:
