@@ -658,6 +658,23 @@ def test_a_json_answer_in_a_fenced_block_is_read_as_a_structured_answer(
     assert_scored_as(exporter, expected, "POST /ask")
 
 
+def test_a_fenced_json_answer_after_a_line_of_prose_is_read_as_a_structured_answer(
+    traced_app: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A model asked for JSON without ``response_format`` may lead in with a line before the fence."""
+    exporter, provider = traced_app
+    tracer = provider.get_tracer("app")
+    structured = {"answer": "Paris is the capital of France [1].", "support_level": "high"}
+    text = f"Here is the answer:\n```json\n{json.dumps(structured, indent=2)}\n```"
+    client = fake_openai(lambda body: chat_completion(text))
+    with tracer.start_as_current_span("POST /ask"):
+        client.chat.completions.create(model=MODEL, messages=messages(retrieve(tracer)))
+
+    expected = expected_inputs(None)
+    expected.update(supportLevel="high", citationCount=1, invalidCitationCount=0, citationCoverageScore=1.0)
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
 @pytest.mark.parametrize(
     "text",
     [

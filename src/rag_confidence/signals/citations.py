@@ -3,7 +3,8 @@
 Markers are the matches of ``SignalOptions.citation_patterns``, plus (``citation_bracketed_ids``) any
 bracketed token equal to a retrieved document's id, such as ``[8f3c2a...]``, or a list of them (when one names
 an id, each is a reference); other bracketed text is ignored. Markers inside code (a fenced block, an inline
-span) are none. A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]`` -> ``1`` and ``3``) is valid when it
+span; a fence never closed hides nothing) are none. A marker's reference (``[doc-3]`` -> ``doc-3``; ``[1, 3]``
+-> ``1`` and ``3``; ``[1-3]`` -> ``1``, ``2`` and ``3``, see :data:`_RANGE`) is valid when it
 equals an id a document shown to the generator is known by (exactly, then ignoring case; also after a
 doc/source/ref/chunk word: ``Source: 8f3c``), or else when it is a position
 (``3``, ``doc-3``, ``source 3``: a number, optionally after a doc/source/ref/chunk word) into the documents in
@@ -12,8 +13,9 @@ The id of a document retrieved but dropped before the generator saw it (by a rer
 
 - ``citationCount``: distinct retrieved documents cited validly.
 - ``invalidCitationCount``: distinct references that match no retrieved document.
-- ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (a sentence made
-  of markers only, as in ``Paris. [1]``, belongs to the sentence before it) or overlapping a segment the
+- ``citationCoverageScore``: the share of answer sentences carrying at least one valid marker (markers after a
+  full stop on its line, as in ``Paris. [1]`` or ``Paris.[1] The``, belong to the sentence it ends; a heading
+  line is no sentence unless it carries a valid marker) or overlapping a segment the
   response says its sources back (Gemini grounding supports, Anthropic cited text blocks, found in the text by
   their own text).
 
@@ -47,18 +49,22 @@ _MAX_ID_DIGITS = 18
 _PREFIX = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)[-_:\s]{1,8}")
 # Western full stops end a sentence before whitespace; CJK ones (。！？) end it at once, as those scripts put
 # no space between sentences, and markers right after one (``。[1]``, the usual place there) belong to the
-# sentence it ends. So do markers right after a western full stop (``France.[1] The``, where Wikipedia puts
-# them) when whitespace follows them.
+# sentence it ends. So do markers after a western full stop on its line (``France.[1] The``, where Wikipedia
+# puts them, or ``France. [1] The``) when whitespace follows them: models put a marker at the end of the
+# sentence it supports, seldom at the start of the next (``[1] shows that ...`` is read as citing the sentence
+# before).
 _SENTENCE_BREAK = re.compile(
     r"(?P<cjk>[。！？](?:\[[^\[\]\s]{1,256}\])*)\s*"
-    r"|(?<=[.!?])(?P<west>(?:\[[^\[\]\n]{1,256}\])+)\s+"
+    r"|(?<=[.!?])(?P<west>(?:[ \t]{0,8}\[[^\[\]\n]{1,256}\])+)\s+"
     r"|(?<=[.!?])\s+|\n+"
 )
 _WORD = re.compile(r"\w")
 # A full stop before whitespace ends no sentence after these (lower-cased, without the stop): titles, and
 # reference words a number follows (``Fig. 3``, ``No. 5``). Dotted initials (``U.S.``, ``e.g.``) end none
-# either. A single letter may end one (``see Appendix A.``), so ``J. Smith`` stays two pieces, and so may a
-# word before one that starts lower-case (``iPhone sales rose.``).
+# either, nor does a capital letter before a capitalised word (``J. Smith``, ``J. R. R. Tolkien``): an initial
+# before a name is far commoner in an answer than a sentence ending in a one-letter word, which is then run into
+# the next (``see Appendix A. The``). ``I`` is the pronoun unless another initial follows (``I. M. Pei``). A
+# word that starts lower-case may end a sentence before one (``iPhone sales rose.``).
 _TITLES = frozenset(
     {"mr", "mrs", "ms", "mx", "dr", "prof", "sr", "jr", "st", "mt", "rev", "hon", "vs", "cf", "approx", "viz"}
 )
@@ -96,6 +102,13 @@ _HEADING = re.compile(
     r"(?m)^ {0,3}(?:#{1,6}(?:[ \t][^\n]*)?|(?:\*\*|__)[^\n.!?*_]{1,256}(?:\*\*|__):?)[ \t]*$"
 )
 _SOURCE_ENTRY = re.compile(r"[ \t]{0,8}(?:[-*+][ \t]{1,8}|\d{1,3}[.)][ \t]{1,8})?\[")
+# A range of positions (``1-3``, ``2–4``) stands for each number in it. A range of more than _RANGE_NUMBERS
+# numbers, one that descends, and any past the first _RANGE_BUDGET numbers of an answer's distinct ranges are
+# one reference as written (invalid unless a document has that id): ``[1-100000]`` costs one look-up and counts
+# one invalid citation, and a text of ranges made up to be costly costs no more than as many single markers.
+_RANGE = re.compile(r"(\d{1,18})\s{0,8}[-–—]\s{0,8}(\d{1,18})")
+_RANGE_NUMBERS = 20
+_RANGE_BUDGET = 1000
 
 
 def with_explicit(presented: Sequence[Merged], candidates: Any) -> list[Merged] | None:
@@ -284,6 +297,37 @@ class _Matcher:
         return numbers[0] <= number <= numbers[1]
 
 
+class _Ranges:
+    """Expands the ranges of one answer's references, within :data:`_RANGE_BUDGET` numbers in all."""
+
+    __slots__ = ("_expanded", "_budget")
+
+    def __init__(self) -> None:
+        self._expanded: dict[str, tuple[str, ...]] = {}
+        self._budget = _RANGE_BUDGET
+
+    def references(self, reference: str, matcher: _Matcher) -> Sequence[str]:
+        """The references ``reference`` stands for: each number of a range, else itself."""
+        # Most references hold no dash: three substring tests spare them the regex.
+        if not reference[:1].isdigit() or (
+            "-" not in reference and "–" not in reference and "—" not in reference
+        ):
+            return (reference,)
+        expanded = self._expanded.get(reference)
+        if expanded is not None:
+            return expanded
+        found = _RANGE.fullmatch(reference)
+        if found is None or matcher.match_id(reference) is not None or matcher.is_dropped_id(reference):
+            return (reference,)  # an id shaped like a range (``2024-07``) names its document
+        low, high = int(found.group(1)), int(found.group(2))
+        count = high - low + 1
+        if not 0 < count <= min(_RANGE_NUMBERS, self._budget):
+            return (reference,)
+        self._budget -= count
+        expanded = self._expanded[reference] = tuple(str(number) for number in range(low, high + 1))
+        return expanded
+
+
 class _Taken:
     """Non-overlapping ``[start, end)`` spans, sorted, for overlap checks in logarithmic time: an answer with
     thousands of markers must not cost quadratic time. Spans are added a batch at a time (one pattern's
@@ -366,8 +410,8 @@ def _with_bracketed_ids(
 
 def _code_regions(text: str) -> list[tuple[int, int]]:
     """Sorted disjoint ``[start, end)`` spans of ``text`` that are code (CommonMark's rules, simplified): fenced
-    blocks (an unclosed fence runs to the end) and inline code spans, whose opening backticks close at the next
-    run of as many within the same paragraph."""
+    blocks (of a fence never closed, only its line) and inline code spans, whose opening backticks close at the
+    next run of as many within the same paragraph."""
     if "`" not in text and "~~~" not in text:
         return []
     regions: list[tuple[int, int]] = []
@@ -385,8 +429,11 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
             else:
                 regions.append((opening.start(), fence.end()))
             opening = None
-    if opening is not None and opening.group(2).strip().lower() not in _PROSE_FENCES:
-        regions.append((opening.start(), len(text)))
+    if opening is not None:
+        # A fence never closed hides nothing but its own line: CommonMark runs it to the end of the text, and
+        # one stray fence from a model would then drop every citation after it. Code cut short by a length
+        # limit is read as prose instead (such an answer is marked truncated anyway).
+        regions.append(opening.span())
     fenced = _Taken(regions)
     runs = [run.span() for run in _BACKTICKS.finditer(text) if not fenced.overlaps(*run.span())]
     if len(runs) > 1:
@@ -413,15 +460,21 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
     return regions
 
 
-def _source_lines(text: str) -> list[tuple[int, int]]:
-    """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`), and lines
-    that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources heading with the marker-led
-    entries after it."""
+def _source_lines(text: str, valid: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of the lines of ``text`` that claim nothing: headings (:data:`_HEADING`) without a
+    ``valid`` marker, and lines that name sources (see :data:`_DEFINITION`): footnote definitions, and a sources
+    heading with the marker-led entries after it."""
     # Each rule is run only on a text holding what it cannot match without: most answers hold none of it, and a
     # substring test is far cheaper than a line-anchored (and, for the sources heading, case-blind) scan.
     regions = [found.span() for found in _DEFINITION.finditer(text)] if "]:" in text else []
     if "#" in text or "**" in text or "__" in text:
-        regions.extend(found.span() for found in _HEADING.finditer(text))
+        # A heading line that cites a document (``**Paris is the capital [1]**``) is a claim written in bold, not
+        # a section's title: it stays a sentence, and a cited one.
+        valid_starts = [start for start, _ in valid]
+        for found in _HEADING.finditer(text):
+            start, end = found.span()
+            if bisect.bisect_left(valid_starts, start) == bisect.bisect_left(valid_starts, end):
+                regions.append((start, end))
     if text.isascii() and not _names_sources(text.lower()):
         return regions  # (outside ASCII, the pattern's case-blind matching has equivalents lower() lacks)
     for heading in _SOURCES_HEADING.finditer(text):
@@ -507,19 +560,25 @@ def summarize(
     cited: set[int] = set()
     invalid: set[str] = set()
     valid_spans: list[tuple[int, int]] = []
-    for start, end, reference in references:
-        index = matcher.match(reference)
-        if index is None:
-            invalid.add(reference.strip().casefold())
-        else:
-            cited.add(id(presented[index]))
-            valid_spans.append((start, end))
-    for reference in structured:
-        index = matcher.match(reference)
-        if index is None:
-            invalid.add(reference.strip().casefold())
-        else:
-            cited.add(id(presented[index]))
+    ranges = _Ranges()
+    markers = len(sources)
+    for start, end, marked in references:
+        for reference in ranges.references(marked, matcher):
+            markers += 1
+            index = matcher.match(reference)
+            if index is None:
+                invalid.add(reference.strip().casefold())
+            else:
+                cited.add(id(presented[index]))
+                valid_spans.append((start, end))
+    for listed in structured:
+        for reference in ranges.references(listed.strip(), matcher):
+            markers += 1
+            index = matcher.match(reference)
+            if index is None:
+                invalid.add(reference.strip().casefold())
+            else:
+                cited.add(id(presented[index]))
     unmatched = 0
     for names in sources:
         index = matcher.match_source(names)
@@ -534,13 +593,13 @@ def summarize(
             valid_spans,
             [(start, end) for start, end, _ in references],
             backed,
-            _union([*code, *_source_lines(text)]) if text else code,
+            _union([*code, *_source_lines(text, valid_spans)]) if text else code,
         )
         if references or backed
         else None
     )
     return CitationSummary(
-        markers=len(references) + len(structured) + len(sources),
+        markers=markers,
         cited=None if unmatched else len(cited),
         invalid=len(invalid),
         coverage=coverage,
@@ -640,7 +699,7 @@ def _coverage(
 
 def _no_sentence_end(text: str, stop: int, following: int) -> bool:
     """Whether the break ``[stop, following)`` after a full stop ends no sentence: an abbreviation or dotted
-    initials before it, or a numbered list's enumerator (``2.`` opening a line) before it."""
+    initials before it, an initial before a name, or a numbered list's enumerator (``2.`` opening a line)."""
     if stop == 0 or text[stop - 1] != "." or "\n" in text[stop:following]:
         return False
     start = stop - 1
@@ -653,6 +712,14 @@ def _no_sentence_end(text: str, stop: int, following: int) -> bool:
     lowered = word.lower()
     if lowered in _TITLES or _INITIALS.fullmatch(word + "."):
         return True
+    if (
+        len(word) == 1
+        and word.isupper()
+        and following < len(text)
+        and text[following].isupper()
+        and "[" not in text[stop:following]  # a marker after the stop (``vitamin C.[1] The``) ends a sentence
+    ):
+        return word != "I" or text[following + 1 : following + 2] == "."
     if lowered in _BEFORE_NUMBER:
         return following < len(text) and text[following].isdigit()
     if word.isdigit() and len(word) <= 3:

@@ -7,11 +7,11 @@ spell it, and Anthropic's ``model_context_window_exceeded``) anywhere in the ans
 A generation inside an OpenInference ``EVALUATOR`` span is a judge's, neither the answer nor part of it
 (:func:`without_judges`).
 
-A text that is a JSON object (optionally in a fenced block) is a structured answer: its fields are read
-through ``SignalOptions.answer_keys`` (support level, faithfulness, citations, ...), and its ``answer`` field
-is the text searched for citation markers. So is the text of DSPy's default ``ChatAdapter``, whose fields stand
-under ``[[ ## name ## ]]`` headers (:mod:`.dspy_format`): a ``ChainOfThought``'s reasoning is no part of the
-answer searched for markers.
+A text that is a JSON object (optionally in a fenced block, which a short line of prose may lead in to) is a
+structured answer: its fields are read through ``SignalOptions.answer_keys`` (support level, faithfulness,
+citations, ...), and its ``answer`` field is the text searched for citation markers. So is the text of DSPy's
+default ``ChatAdapter``, whose fields stand under ``[[ ## name ## ]]`` headers (:mod:`.dspy_format`): a
+``ChainOfThought``'s reasoning is no part of the answer searched for markers.
 """
 
 from __future__ import annotations
@@ -221,6 +221,8 @@ def _read_structured(answer: Answer, options: SignalOptions, reader: Reader) -> 
     keys = options.answer_keys
     parsed = json_fields(answer.text)
     if parsed is None:
+        parsed = _led_json_fields(answer.text, keys)
+    if parsed is None:
         parsed = _dspy_fields(answer.text, keys, reader)
     if parsed is None:
         return
@@ -265,6 +267,25 @@ def json_fields(text: str) -> Mapping[str, Any] | None:
     except (ValueError, RecursionError):
         return None  # prose that happens to start with a brace is still an answer, not a bad value
     return parsed if isinstance(parsed, Mapping) else None
+
+
+# A model asked for JSON may lead in with a line of prose before the fenced object (``Here is the answer:``).
+# At most this many characters may stand before the fence, and nothing after it: JSON inside a longer answer
+# (an example a prose answer shows) is code of that answer, not the answer.
+_LEAD_IN_CHARS = 200
+
+
+def _led_json_fields(text: str, keys: Mapping[str, Sequence[str]]) -> Mapping[str, Any] | None:
+    """The object of a fenced JSON answer (:func:`json_fields`) after a short lead-in, when it holds one of the
+    answer ``keys`` (an object naming none is some other JSON the answer quotes), else None."""
+    # Substring tests first: every answer text comes here, and nearly none holds a fence near its start.
+    fence = text.find("\n```", 0, _LEAD_IN_CHARS + 4)
+    if fence < 0 or "```" in text[:fence] or not text.rstrip().endswith("```") or not text[:fence].strip():
+        return None
+    parsed = json_fields(text[fence + 1 :])
+    if parsed is None or all(first_key(parsed, names) is None for names in keys.values()):
+        return None
+    return parsed
 
 
 def _dspy_fields(text: str, keys: Mapping[str, Sequence[str]], reader: Reader) -> Mapping[str, Any] | None:

@@ -54,7 +54,9 @@ DEFAULT_ANSWER_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 # ``[-_:\s]+[\w.\-]+``) would hold the GIL for minutes on a few dozen kilobytes.
 DEFAULT_CITATION_PATTERNS: tuple[str, ...] = (
     r"\[\^([^\[\]\s]{1,256})\]",  # [^2]
-    r"\[(\d{1,18}(?:\s{0,8}[,;]\s{0,8}\d{1,18}){0,255})\](?!\()",  # [1], [1, 3]
+    # [1], [1, 3], [1-3], [1–3], [1, 3-5]: a range's dash (hyphen, en or em dash) is read in citations.py
+    r"\[(\d{1,18}(?:\s{0,8}[-–—]\s{0,8}\d{1,18})?"
+    r"(?:\s{0,8}[,;]\s{0,8}\d{1,18}(?:\s{0,8}[-–—]\s{0,8}\d{1,18})?){0,255})\](?!\()",
     # [doc-3], [doc3], [source: 2], [ref 4], [Source 1, Source 3] -- but not a bare word such as [docs] or
     # [references]. A reference's tail cannot hold a list separator, so a list splits one way only.
     r"(?i)\[((?:doc|document|source|src|ref|chunk)(?:[-_:\s]{1,8}[^\W_][\w.\-]{0,255}|\d[\w.\-]{0,255})"
