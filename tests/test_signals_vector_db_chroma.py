@@ -199,9 +199,10 @@ def test_chroma_inner_product_hits_keep_their_order_and_the_best_scores_one(
 def test_a_chroma_query_that_finds_nothing_leaves_a_marked_answer_without_candidates(
     traced_app: tuple[InMemorySpanExporter, trace.Tracer],
 ) -> None:
-    """A filter no document matches: Chroma returns ``ids = [[]]`` and the instrumentor writes no event, so the
-    ``chroma.query`` span is no retrieval span (docs/signals.md, the table of what each reader reports as not
-    recorded or found nothing). A marked answer is scored with no candidates (``missing-candidates``)."""
+    """A filter no document matches: Chroma returns ``ids = [[]]`` and the instrumentor writes no event. The
+    ``chroma.query`` span is a retrieval that found nothing (docs/signals.md, the table of what each reader
+    reports as not recorded or found nothing): a marked answer is scored with no candidates
+    (``missing-candidates``)."""
     exporter, tracer = traced_app
     result = answer(
         tracer, collection("refunds-none"), where={"document_type": "contract"}, mark=True, text=NOTHING
@@ -218,17 +219,101 @@ def test_a_chroma_query_that_finds_nothing_leaves_a_marked_answer_without_candid
     assert "missing-candidates" in span.attributes[semconv.RAG_CONFIDENCE_WARNINGS]
 
 
-def test_an_unmarked_request_whose_chroma_query_finds_nothing_gets_no_scorecard(
+NOTHING_CITED = {"citationCount": 0, "invalidCitationCount": 2, "citationCoverageScore": 0.0}
+
+
+def test_markers_after_a_chroma_query_that_found_nothing_are_invalid(
     traced_app: tuple[InMemorySpanExporter, trace.Tracer],
 ) -> None:
-    """Without a mark, the request span is an answer only by holding a retrieval span (rule 2), and a query
-    without hits leaves none: the request is not scored at all (docs/signals.md, *Known limits*)."""
+    """The query found nothing, yet the answer cites ``[1]`` and ``[2]``: they cite documents nobody retrieved,
+    so both are invalid, as after any retrieval that recorded an empty list (docs/signals.md, *Citation
+    targets*); before, the span was no retrieval and the markers went unjudged."""
     exporter, tracer = traced_app
-    answer(tracer, collection("refunds-none-unmarked"), where={"document_type": "contract"}, text=NOTHING)
+    result = answer(tracer, collection("refunds-none-cited"), where={"document_type": "contract"}, mark=True)
+    assert result["ids"] == [[]]
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    signals = assert_scored_as(exporter, expected, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert_scorecard_of(exporter, expected)
+
+
+def test_an_unmarked_request_whose_chroma_query_finds_nothing_is_scored_without_candidates(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """Without a mark, the request span is an answer by holding a retrieval span (rule 2): the query that found
+    nothing is one, so the request is scored, with no candidates and its markers invalid."""
+    exporter, tracer = traced_app
+    answer(tracer, collection("refunds-none-unmarked"), where={"document_type": "contract"})
     (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
     assert list(query.events) == []
+    (group,) = find_answers(records(exporter))
+    assert group.rule == "root"
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    assert_scored_as(exporter, expected, "POST /ask")
+    assert_scorecard_of(exporter, expected)
+
+
+def test_a_chroma_query_that_raised_found_out_nothing_so_the_markers_are_not_judged(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """A query vector of the wrong dimension: Chroma raises, the instrumentor records ``error.type`` and no event,
+    and the application answers anyway. Nothing is known of what the collection holds: no candidates, and the
+    markers are counted but not judged (no citation input), rather than called invalid."""
+    exporter, tracer = traced_app
+    store = collection("refunds-failed")
+    with tracer.start_as_current_span("POST /ask"):
+        mark_answer()
+        with pytest.raises(Exception, match="dimension"):
+            store.query(query_embeddings=[[1.0, 0.0]], n_results=3)
+        reply = model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+        assert reply.choices[0].message.content == ANSWER
+    (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
+    assert semconv.ERROR_TYPE in query.attributes and query.status_code == "ERROR"
+    expected = {"candidates": [], "supportLevel": "medium"}
+
+    signals = assert_scored_as(exporter, expected, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert_scorecard_of(exporter, expected)
+
+
+def test_chroma_spans_that_are_no_queries_are_no_retrievals(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """``add``, ``get``, ``peek``, ``update``, ``upsert``, ``modify`` and ``delete`` spans of the instrumentor
+    carry no hit and are no query: a request making only those is not scored, and a marked one's markers are not
+    judged (no retrieval recorded what it found)."""
+    exporter, tracer = traced_app
+    store = collection("refunds-writes")
+    exporter.clear()  # the add of the collection's set-up is outside any request
+    with tracer.start_as_current_span("POST /maintain"):
+        store.add(
+            ids=["doc-new"], documents=["New."], metadatas=[{"document_type": "faq"}], embeddings=[[0.5] * 3]
+        )
+        store.get(ids=["doc-new"], where={"document_type": "faq"})
+        store.peek(limit=2)
+        store.update(ids=["doc-new"], documents=["Newer."], embeddings=[[0.6] * 3])
+        store.upsert(ids=["doc-new"], documents=["Newest."], embeddings=[[0.4] * 3])
+        store.modify(name="refunds-writes-renamed")
+        store.delete(ids=["doc-new"])
+    names = {span.name for span in records(exporter)}
+    assert {"chroma.add", "chroma.get", "chroma.peek", "chroma.update", "chroma.upsert"} <= names
+    assert {"chroma.modify", "chroma.delete"} <= names
     assert find_answers(records(exporter)) == []
     assert scored(exporter) == []
+
+    exporter.clear()
+    with tracer.start_as_current_span("POST /ask"):
+        mark_answer()
+        store.get(where={"document_type": "policy"})
+        model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+    signals = assert_scored_as(exporter, {"candidates": [], "supportLevel": "medium"}, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
 
 
 def test_several_query_vectors_in_one_chroma_query_keep_each_documents_best_score(

@@ -418,6 +418,14 @@ DB_SEARCH_QUERY_ID: Final = "db.search.query.id"
 #: -marqo wrapper.py).
 DB_SYSTEM_MILVUS: Final = "milvus"
 DB_SYSTEM_MARQO: Final = "marqo"
+#: What opentelemetry-instrumentation-chromadb writes of a ``Collection.query`` call (semconv-ai
+#: ``SpanAttributes.CHROMADB_QUERY_{EMBEDDINGS,TEXTS}_COUNT``, wrapper.py ``_set_query_attributes``), one of them
+#: whenever the query vectors or texts are passed by keyword: no other Chroma span (``add``, ``get``, the
+#: ``SegmentAPI._query`` beneath a query) carries them. Its hits are ``db.query.result`` events, and a query
+#: that found nothing has none (wrapper.py ``_add_query_result_events``); ``error.type`` marks one that raised.
+CHROMA_QUERY_EMBEDDINGS_COUNT: Final = "db.chroma.query.embeddings_count"
+CHROMA_QUERY_TEXTS_COUNT: Final = "db.chroma.query.texts_count"
+ERROR_TYPE: Final = "error.type"
 #: ``str(search_params)`` of a Milvus ``search`` call (semconv-ai ``SpanAttributes.MILVUS_SEARCH_SEARCH_PARAMS``,
 #: set by Milvus wrapper.py ``_set_search_attributes``); its ``metric_type`` key names the metric.
 MILVUS_SEARCH_SEARCH_PARAMS: Final = "db.milvus.search.search_params"
