@@ -1,7 +1,8 @@
 """A RAG answer retrieved from a real Chroma database under the real OpenLLMetry Chroma instrumentor, offline.
 
 The database is a real in-process ``chromadb.EphemeralClient()``; its collections get explicit embeddings and
-are queried with explicit ``query_embeddings``, so no embedding model is ever loaded. The tracers are the real
+are queried with explicit ``query_embeddings`` (one is embedded by a fake embedding function of the test's),
+so no embedding model is ever loaded. The tracers are the real
 ``opentelemetry-instrumentation-chromadb`` (one ``db.query.result`` event per hit) and
 ``opentelemetry-instrumentation-openai`` around the real ``openai`` client, whose server alone is faked
 (``httpx.MockTransport``, tests/fake_openai.py). Spans go through ``ConfidenceSpanProcessor``, as in an
@@ -17,7 +18,9 @@ from typing import Any
 
 import chromadb
 import httpx
+import numpy as np
 import pytest
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from opentelemetry import trace
 from opentelemetry.instrumentation.chromadb import ChromaInstrumentor
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor
@@ -253,6 +256,55 @@ def test_an_unmarked_request_whose_chroma_query_finds_nothing_is_scored_without_
 
     assert_scored_as(exporter, expected, "POST /ask")
     assert_scorecard_of(exporter, expected)
+
+
+class _CountingEmbedding(EmbeddingFunction[Documents]):
+    """An offline embedding function: a text's vector from its length, so no model is loaded."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return [np.array([float(len(text) % 3), 1.0, 0.0], dtype=np.float32) for text in input]
+
+    @staticmethod
+    def name() -> str:
+        return "counting-test"
+
+    def get_config(self) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> _CountingEmbedding:
+        return _CountingEmbedding()
+
+
+def test_a_chroma_text_query_that_finds_nothing_is_a_retrieval_too(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """``query_texts`` (what LangChain's and LlamaIndex's Chroma stores pass when Chroma embeds): the span
+    carries ``db.chroma.query.texts_count`` instead of the embeddings count, and finding nothing reads the same."""
+    exporter, tracer = traced_app
+    store = chromadb.EphemeralClient().create_collection(
+        "refunds-texts", embedding_function=_CountingEmbedding()
+    )
+    store.add(
+        ids=["doc-refund"],
+        documents=["Refunds are paid within 14 days."],
+        metadatas=[{"document_type": "policy"}],
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        result = store.query(query_texts=[QUESTION], n_results=3, where={"document_type": "contract"})
+        model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+    assert result["ids"] == [[]]
+    (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
+    assert semconv.CHROMA_QUERY_TEXTS_COUNT in query.attributes
+    assert semconv.CHROMA_QUERY_EMBEDDINGS_COUNT not in query.attributes
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    assert_scored_as(exporter, expected, "POST /ask")
 
 
 def test_a_chroma_query_that_raised_found_out_nothing_so_the_markers_are_not_judged(
