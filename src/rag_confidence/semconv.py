@@ -315,6 +315,9 @@ OPENAI_RESPONSE_STATUS: Final = "status"
 OPENAI_RESPONSE_STATUS_INCOMPLETE: Final = "incomplete"
 OPENAI_RESPONSE_INCOMPLETE_DETAILS: Final = "incomplete_details"
 OPENAI_RESPONSE_INCOMPLETE_REASON: Final = "reason"
+#: A Chat Completion's (or a streamed one's, as the OpenInference instrumentor accumulates it) list of choices in
+#: ``output.value``: one per ``n``, alternatives of which an application shows the first.
+OPENAI_CHAT_CHOICES: Final = "choices"
 #: Gemini grounding as the OpenInference Google GenAI instrumentor records it in an LLM span's ``output.value``: the
 #: ``GenerateContentResponse`` dumped by field name (google-genai ``types.py``: ``Candidate.grounding_metadata``,
 #: ``GroundingMetadata.grounding_chunks`` / ``grounding_supports``, ``GroundingSupport.grounding_chunk_indices``

@@ -490,8 +490,9 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
     """The answer text of the output messages, and whether they hold no text at all (not even hidden): a model
     call that answered with tool calls only, whose ``output.value`` is no answer text.
 
-    Messages are alternatives only when the call asked for several: the OpenAI instrumentor writes one per
-    choice of a Chat Completions call with ``n`` > 1 (the Google GenAI one per candidate, LangChain's per
+    Messages are alternatives only when the call asked for several (its invocation parameters say so, or, with
+    those hidden, its recorded response holds several choices or candidates): the OpenAI instrumentor writes one
+    per choice of a Chat Completions call with ``n`` > 1 (the Google GenAI one per candidate, LangChain's per
     generation), and an application answers with the first, as ``choices[0]``. Otherwise they are parts of one
     answer: a Responses call's messages are its output items (a ``file_search_call``, a reasoning item, one
     ``message`` or several), and the answer an application shows, ``output_text``, is every message item's
@@ -520,7 +521,7 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
             textless = False  # text there but hidden (or not text): the next source may say it
     if not texts:
         return None, textless
-    if len(texts) == 1 or _asks_for_choices(attributes):
+    if len(texts) == 1 or _asks_for_choices(attributes, reader):
         return texts[0], False
     return _join_parts(texts), False
 
@@ -530,10 +531,26 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
 _CHOICE_COUNT = re.compile(r'"(?:n|candidate_count|candidateCount)"\s*:\s*0*([2-9]|[1-9][0-9]+)\b')
 
 
-def _asks_for_choices(attributes: Mapping[str, Any]) -> bool:
+_CHOICE_LISTS = (semconv.OPENAI_CHAT_CHOICES, semconv.GEMINI_CANDIDATES)
+
+
+def _asks_for_choices(attributes: Mapping[str, Any], reader: Reader) -> bool:
     # Read only for a span with two or more output messages of text: rare, so the search costs nothing elsewhere.
     parameters = attributes.get(semconv.OI_LLM_INVOCATION_PARAMETERS)
-    return isinstance(parameters, str) and _CHOICE_COUNT.search(parameters) is not None
+    if isinstance(parameters, str):
+        return _CHOICE_COUNT.search(parameters) is not None
+    # Parameters hidden (``TraceConfig(hide_llm_invocation_parameters=True)``): the response the instrumentor
+    # recorded says how many alternatives it holds, a Chat Completion's ``choices`` or Gemini's ``candidates``
+    # (a Responses call's items are ``output``, parts of one answer).
+    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    response = reader.maybe_mapping(output) if type(output) is str else None
+    if response is None:
+        return False
+    for key in _CHOICE_LISTS:
+        listed = response.get(key)
+        if isinstance(listed, list) and len(listed) > 1:
+            return True
+    return False
 
 
 _FIRST_CHOICE_TEXT = f"{semconv.OI_LLM_CHOICES}.0.{semconv.OI_COMPLETION_TEXT}"
