@@ -318,6 +318,25 @@ OPENAI_RESPONSE_INCOMPLETE_REASON: Final = "reason"
 #: A Chat Completion's (or a streamed one's, as the OpenInference instrumentor accumulates it) list of choices in
 #: ``output.value``: one per ``n``, alternatives of which an application shows the first.
 OPENAI_CHAT_CHOICES: Final = "choices"
+#: OpenAI's citations of web pages (hosted web search: a Responses ``web_search`` tool, a Chat Completions
+#: search model), as the OpenInference OpenAI instrumentor records them in ``output.value`` (openai
+#: ``types/chat/chat_completion_message.py`` ``Annotation``: ``{"type": "url_citation", "url_citation": {"url",
+#: "title", "start_index", "end_index"}}`` in ``choices[i].message.annotations``; ``types/responses/
+#: response_output_text.py`` ``AnnotationURLCitation``: the same keys flat, in an ``output_text`` part's
+#: ``annotations``). The indices bound the cited span of the text (the inline Markdown link OpenAI writes).
+OPENAI_ANNOTATIONS: Final = "annotations"
+OPENAI_URL_CITATION: Final = "url_citation"
+OPENAI_URL: Final = "url"
+OPENAI_START_INDEX: Final = "start_index"
+OPENAI_END_INDEX: Final = "end_index"
+OPENAI_CHAT_MESSAGE: Final = "message"
+OPENAI_CHAT_CONTENT: Final = "content"
+OPENAI_MESSAGE_ITEM: Final = "message"
+OPENAI_OUTPUT_TEXT: Final = "output_text"
+OPENAI_OUTPUT_TEXT_TEXT: Final = "text"
+#: Document metadata keys that hold the URL a document came from (LangChain's web loaders write ``source``),
+#: matched against a ``url_citation``'s URL when no document id equals it.
+URL_METADATA_KEYS: Final = ("url", "source", "link")
 #: Gemini grounding as the OpenInference Google GenAI instrumentor records it in an LLM span's ``output.value``: the
 #: ``GenerateContentResponse`` dumped by field name (google-genai ``types.py``: ``Candidate.grounding_metadata``,
 #: ``GroundingMetadata.grounding_chunks`` / ``grounding_supports``, ``GroundingSupport.grounding_chunk_indices``

@@ -13,7 +13,8 @@
   results are read in :mod:`.hosted`), and the Google GenAI instrumentor's ``GenerateContentResponse`` JSON for
   the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`), and the
   Anthropic instrumentor's ``Message`` JSON for the citations of Claude's text blocks, with the request's
-  documents from ``input.value`` (:mod:`.anthropic_citations`).
+  documents from ``input.value`` (:mod:`.anthropic_citations`), and the OpenAI instrumentor's Chat Completion or
+  Response JSON for the ``url_citation`` annotations of hosted web search (:mod:`.url_citations`).
 - RETRIEVER spans of AWS Bedrock Knowledge Bases (openinference-instrumentation-bedrock): each reference's
   metadata one level down, the knowledge base as the method, and a ``retrieve_and_generate`` span read as a
   generation too, its ``output.value`` the answer and its references the answer's citations (:mod:`.bedrock`).
@@ -48,6 +49,7 @@ from .anthropic_citations import read_citations as read_anthropic_citations
 from .grounding import read_supports
 from .hosted import read_citations
 from .records import SpanRecord
+from .url_citations import read_url_citations
 
 # Each document's own fields as OpenInference flattens them beneath ``{prefix}.{i}.``; the structured form
 # holds a ``document`` object with the same keys without their ``document.`` prefix.
@@ -420,13 +422,15 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     # text blocks cite the request's documents and search results.
     cited, segments = read_supports(attributes, reader)
     sources, cited_blocks = read_anthropic_citations(attributes, reader)
+    # Its url_citation annotations (hosted web search) name web pages as Anthropic's citations name documents.
+    pages, linked = read_url_citations(attributes, reader)
     return Generation(
         span=span,
         text=text,
         finish_reasons=tuple(finish_reasons),
         citations=read_citations(attributes, reader) + cited,
-        segments=segments + cited_blocks,
-        sources=sources,
+        segments=segments + cited_blocks + linked,
+        sources=sources + pages,
     )
 
 
