@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import ResponseFunctionWebSearch
 from openai.types.responses.response_output_text import AnnotationURLCitation
 from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
@@ -162,6 +162,60 @@ def test_a_url_citation_of_a_page_nobody_retrieved_is_unmatched_not_invalid(open
 
     signals = assert_scored_as(exporter, expected, "POST /ask")
     assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == 1
+
+
+def streamed_citing(text: str, urls: Sequence[str]) -> str:
+    """The server-sent events of a search model's streamed answer: the text, then its annotations in a delta of
+    their own, then the finish reason."""
+    base = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1_764_500_000,
+        "model": SEARCH_MODEL,
+    }
+    annotations = [
+        {
+            "type": "url_citation",
+            "url_citation": {"url": url, "title": url, "start_index": start, "end_index": end},
+        }
+        for url, start, end in link_spans(text, urls)
+    ]
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
+        {**base, "choices": [{"index": 0, "delta": {"annotations": annotations}}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    events = [
+        ChatCompletionChunk.model_validate(chunk).model_dump_json(exclude_unset=True) for chunk in chunks
+    ]
+    return "".join(f"data: {event}\n\n" for event in events) + "data: [DONE]\n\n"
+
+
+def test_a_streamed_answers_citations_are_read_as_the_tracer_accumulated_them(openinference: Traced) -> None:
+    """``stream=True``: the OpenInference tracer merges the chunks, annotations included, into ``output.value``;
+    the citations read are those of the whole answer."""
+    exporter, provider = openinference
+    tracer = provider.get_tracer("app")
+    body = streamed_citing(ANSWER, CITED)
+    client = mock_openai(
+        lambda request: httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        retrieve(tracer)
+        stream = client.chat.completions.create(
+            model=SEARCH_MODEL, messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == ANSWER
+    expected = {
+        "candidates": app_candidates(),
+        "supportLevel": "medium",
+        "citationCount": 2,
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+
+    assert_scored_as(exporter, expected, "POST /ask")
 
 
 def test_with_n_choices_only_the_first_choices_citations_count(openinference: Traced) -> None:
