@@ -58,6 +58,7 @@ COMPILED = [
     "src/rag_confidence/signals/native.py",
     "src/rag_confidence/signals/openinference.py",
     "src/rag_confidence/signals/openllmetry.py",
+    "src/rag_confidence/signals/url_citations.py",
     "src/rag_confidence/signals/vector_db.py",
     "src/rag_confidence/signals/vercel_ai.py",
     "src/rag_confidence/scoring/_build.py",

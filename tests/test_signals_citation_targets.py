@@ -485,6 +485,12 @@ _READER_SHAPES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"db.system": "Pinecone", "db.vector.query.result.matches_length": 2},  # hits lost to a limit
         {"db.system": "Pinecone", "db.vector.query.result.matches_length": 0},
     ),
+    (
+        "openllmetry-chroma",
+        # a query that raised, then one that found nothing
+        {"db.system": "chroma", "db.chroma.query.texts_count": 1, "error.type": "InvalidArgumentError"},
+        {"db.system": "chroma", "db.operation": "query", "db.chroma.query.embeddings_count": 1},
+    ),
 ]
 
 

@@ -560,12 +560,15 @@ def web_search_response() -> Response:
     )
 
 
-def test_hosted_web_search_is_no_retrieval_and_its_links_are_no_markers(agents_tracer: Traced) -> None:
+def test_hosted_web_search_is_no_retrieval_and_its_citations_are_unmatched_sources(
+    agents_tracer: Traced,
+) -> None:
     """``WebSearchTool``: the Response holds a ``web_search_call`` (the query, no result, no score) and
     ``url_citation`` annotations on the text, which OpenAI writes as Markdown links. Nothing says how relevant a
     page was, so the call is no retrieval: alone, the run gets no scorecard. Marked as the answer (here a span of
-    the application's around the run), it is scored without candidates, and the links are neither markers nor
-    invalid citations."""
+    the application's around the run), it is scored without candidates; its citations name pages OpenAI's search
+    found and no retrieval reported: unmatched sources, never invalid, each sentence covered by its link, and no
+    ``citationCount`` (see tests/test_signals_openai_url_citations.py)."""
     exporter, provider = agents_tracer
     server = FakeModelServer([web_search_response()])
     agent = Agent(name="Researcher", tools=[WebSearchTool()], model=server.model())
@@ -594,8 +597,14 @@ def test_hosted_web_search_is_no_retrieval_and_its_links_are_no_markers(agents_t
     # The run's spans start beneath the current span, the model call's (whose text is read) among them.
     assert {"Agent workflow", "response"} <= {span.name for span in group.spans}
     signals = extract_signals(group.spans)
-    assert signals.inputs == {"candidates": [], "supportLevel": "medium"}
-    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 0
+    assert signals.inputs == {
+        "candidates": [],
+        "supportLevel": "medium",
+        "invalidCitationCount": 0,
+        "citationCoverageScore": 1.0,
+    }
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == len(WEB_SOURCES)
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_UNMATCHED_SOURCES] == len(WEB_SOURCES)
 
 
 # -- the gateway's path -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 from openinference.instrumentation import TraceConfig
 from openinference.instrumentation.langchain import LangChainInstrumentor
+from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAIInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -29,6 +30,16 @@ from rag_confidence.signals import (
     extract_signals,
     find_answers,
     records_from_readable_spans,
+)
+from tests.instrumented import assert_scored_as, confidence_processor, records, restored_wrapt_patches
+from tests.test_signals_openai_chat import (
+    ANSWER,
+    MODEL,
+    expected_inputs,
+    fake_openai,
+    messages,
+    retrieve,
+    two_choices,
 )
 
 
@@ -143,3 +154,52 @@ def test_documents_whose_text_alone_was_hidden_keep_the_ids_of_their_metadata() 
     assert [c["documentId"] for c in signals.inputs["candidates"]] == ["doc-1", "doc-2"]
     assert semconv.RAG_CONFIDENCE_RETRIEVAL_UNREADABLE_SPANS not in signals.diagnostics
     assert signals.inputs["citationCount"] == 1 and signals.inputs["invalidCitationCount"] == 1
+
+
+# -- OpenAI Chat Completions with hidden invocation parameters ---------------------------------------------------
+
+
+@pytest.fixture
+def openai_hidden(request: pytest.FixtureRequest) -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    """The real OpenInference OpenAI tracer under a ``TraceConfig``, exporting through ConfidenceSpanProcessor."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(confidence_processor(exporter))
+    instrumentor = OpenInferenceOpenAIInstrumentor()
+    with restored_wrapt_patches():
+        instrumentor.instrument(tracer_provider=provider, config=TraceConfig(**request.param))
+        try:
+            yield exporter, provider
+        finally:
+            instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize(
+    "openai_hidden",
+    [{"hide_llm_invocation_parameters": True}, {"hide_llm_invocation_parameters": True, "hide_inputs": True}],
+    indirect=True,
+    ids=["parameters", "parameters-and-inputs"],
+)
+def test_with_n_choices_and_the_parameters_hidden_the_first_choice_is_still_the_answer(
+    openai_hidden: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """``n=2`` with ``llm.invocation_parameters`` hidden (and the request too): nothing on the span says ``n``,
+    but the Chat Completion recorded as ``output.value`` holds two choices, so its output messages are
+    alternatives and the answer is ``choices[0]``. Before, the second (unsure, citing a source it was not given)
+    was joined to it: an invalid citation and a sentence without a valid marker."""
+    exporter, provider = openai_hidden
+    tracer = provider.get_tracer("app")
+    client = fake_openai(two_choices)
+    with tracer.start_as_current_span("POST /ask"):
+        context = retrieve(tracer)
+        response = client.chat.completions.create(model=MODEL, messages=messages(context), n=2)
+    assert response.choices[0].message.content == ANSWER and len(response.choices) == 2
+    (llm,) = [
+        span for span in records(exporter) if span.attributes.get(semconv.OPENINFERENCE_SPAN_KIND) == "LLM"
+    ]
+    assert semconv.OI_LLM_INVOCATION_PARAMETERS not in llm.attributes
+    assert f"{semconv.OI_LLM_OUTPUT_MESSAGES}.1.message.content" in llm.attributes
+
+    diagnostics = assert_scored_as(exporter, expected_inputs(), "POST /ask").diagnostics
+    assert diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert diagnostics[semconv.RAG_CONFIDENCE_GENERATION_FINISH_REASON] == "stop"

@@ -1,7 +1,8 @@
 """A RAG answer retrieved from a real Chroma database under the real OpenLLMetry Chroma instrumentor, offline.
 
 The database is a real in-process ``chromadb.EphemeralClient()``; its collections get explicit embeddings and
-are queried with explicit ``query_embeddings``, so no embedding model is ever loaded. The tracers are the real
+are queried with explicit ``query_embeddings`` (one is embedded by a fake embedding function of the test's),
+so no embedding model is ever loaded. The tracers are the real
 ``opentelemetry-instrumentation-chromadb`` (one ``db.query.result`` event per hit) and
 ``opentelemetry-instrumentation-openai`` around the real ``openai`` client, whose server alone is faked
 (``httpx.MockTransport``, tests/fake_openai.py). Spans go through ``ConfidenceSpanProcessor``, as in an
@@ -17,7 +18,9 @@ from typing import Any
 
 import chromadb
 import httpx
+import numpy as np
 import pytest
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from opentelemetry import trace
 from opentelemetry.instrumentation.chromadb import ChromaInstrumentor
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor
@@ -199,9 +202,10 @@ def test_chroma_inner_product_hits_keep_their_order_and_the_best_scores_one(
 def test_a_chroma_query_that_finds_nothing_leaves_a_marked_answer_without_candidates(
     traced_app: tuple[InMemorySpanExporter, trace.Tracer],
 ) -> None:
-    """A filter no document matches: Chroma returns ``ids = [[]]`` and the instrumentor writes no event, so the
-    ``chroma.query`` span is no retrieval span (docs/signals.md, the table of what each reader reports as not
-    recorded or found nothing). A marked answer is scored with no candidates (``missing-candidates``)."""
+    """A filter no document matches: Chroma returns ``ids = [[]]`` and the instrumentor writes no event. The
+    ``chroma.query`` span is a retrieval that found nothing (docs/signals.md, the table of what each reader
+    reports as not recorded or found nothing): a marked answer is scored with no candidates
+    (``missing-candidates``)."""
     exporter, tracer = traced_app
     result = answer(
         tracer, collection("refunds-none"), where={"document_type": "contract"}, mark=True, text=NOTHING
@@ -218,17 +222,150 @@ def test_a_chroma_query_that_finds_nothing_leaves_a_marked_answer_without_candid
     assert "missing-candidates" in span.attributes[semconv.RAG_CONFIDENCE_WARNINGS]
 
 
-def test_an_unmarked_request_whose_chroma_query_finds_nothing_gets_no_scorecard(
+NOTHING_CITED = {"citationCount": 0, "invalidCitationCount": 2, "citationCoverageScore": 0.0}
+
+
+def test_markers_after_a_chroma_query_that_found_nothing_are_invalid(
     traced_app: tuple[InMemorySpanExporter, trace.Tracer],
 ) -> None:
-    """Without a mark, the request span is an answer only by holding a retrieval span (rule 2), and a query
-    without hits leaves none: the request is not scored at all (docs/signals.md, *Known limits*)."""
+    """The query found nothing, yet the answer cites ``[1]`` and ``[2]``: they cite documents nobody retrieved,
+    so both are invalid, as after any retrieval that recorded an empty list (docs/signals.md, *Citation
+    targets*); before, the span was no retrieval and the markers went unjudged."""
     exporter, tracer = traced_app
-    answer(tracer, collection("refunds-none-unmarked"), where={"document_type": "contract"}, text=NOTHING)
+    result = answer(tracer, collection("refunds-none-cited"), where={"document_type": "contract"}, mark=True)
+    assert result["ids"] == [[]]
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    signals = assert_scored_as(exporter, expected, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert_scorecard_of(exporter, expected)
+
+
+def test_an_unmarked_request_whose_chroma_query_finds_nothing_is_scored_without_candidates(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """Without a mark, the request span is an answer by holding a retrieval span (rule 2): the query that found
+    nothing is one, so the request is scored, with no candidates and its markers invalid."""
+    exporter, tracer = traced_app
+    answer(tracer, collection("refunds-none-unmarked"), where={"document_type": "contract"})
     (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
     assert list(query.events) == []
+    (group,) = find_answers(records(exporter))
+    assert group.rule == "root"
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    assert_scored_as(exporter, expected, "POST /ask")
+    assert_scorecard_of(exporter, expected)
+
+
+class _CountingEmbedding(EmbeddingFunction[Documents]):
+    """An offline embedding function: a text's vector from its length, so no model is loaded."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return [np.array([float(len(text) % 3), 1.0, 0.0], dtype=np.float32) for text in input]
+
+    @staticmethod
+    def name() -> str:
+        return "counting-test"
+
+    def get_config(self) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> _CountingEmbedding:
+        return _CountingEmbedding()
+
+
+def test_a_chroma_text_query_that_finds_nothing_is_a_retrieval_too(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """``query_texts`` (what LangChain's and LlamaIndex's Chroma stores pass when Chroma embeds): the span
+    carries ``db.chroma.query.texts_count`` instead of the embeddings count, and finding nothing reads the same."""
+    exporter, tracer = traced_app
+    store = chromadb.EphemeralClient().create_collection(
+        "refunds-texts", embedding_function=_CountingEmbedding()
+    )
+    store.add(
+        ids=["doc-refund"],
+        documents=["Refunds are paid within 14 days."],
+        metadatas=[{"document_type": "policy"}],
+    )
+    with tracer.start_as_current_span("POST /ask"):
+        result = store.query(query_texts=[QUESTION], n_results=3, where={"document_type": "contract"})
+        model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+    assert result["ids"] == [[]]
+    (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
+    assert semconv.CHROMA_QUERY_TEXTS_COUNT in query.attributes
+    assert semconv.CHROMA_QUERY_EMBEDDINGS_COUNT not in query.attributes
+    expected = {"candidates": [], "supportLevel": "medium", **NOTHING_CITED}
+
+    assert_scored_as(exporter, expected, "POST /ask")
+
+
+def test_a_chroma_query_that_raised_found_out_nothing_so_the_markers_are_not_judged(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """A query vector of the wrong dimension: Chroma raises, the instrumentor records ``error.type`` and no event,
+    and the application answers anyway. Nothing is known of what the collection holds: no candidates, and the
+    markers are counted but not judged (no citation input), rather than called invalid."""
+    exporter, tracer = traced_app
+    store = collection("refunds-failed")
+    with tracer.start_as_current_span("POST /ask"):
+        mark_answer()
+        with pytest.raises(Exception, match="dimension"):
+            store.query(query_embeddings=[[1.0, 0.0]], n_results=3)
+        reply = model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+        assert reply.choices[0].message.content == ANSWER
+    (query,) = [span for span in records(exporter) if span.name == "chroma.query"]
+    assert semconv.ERROR_TYPE in query.attributes and query.status_code == "ERROR"
+    expected = {"candidates": [], "supportLevel": "medium"}
+
+    signals = assert_scored_as(exporter, expected, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
+    assert_scorecard_of(exporter, expected)
+
+
+def test_chroma_spans_that_are_no_queries_are_no_retrievals(
+    traced_app: tuple[InMemorySpanExporter, trace.Tracer],
+) -> None:
+    """``add``, ``get``, ``peek``, ``update``, ``upsert``, ``modify`` and ``delete`` spans of the instrumentor
+    carry no hit and are no query: a request making only those is not scored, and a marked one's markers are not
+    judged (no retrieval recorded what it found)."""
+    exporter, tracer = traced_app
+    store = collection("refunds-writes")
+    exporter.clear()  # the add of the collection's set-up is outside any request
+    with tracer.start_as_current_span("POST /maintain"):
+        store.add(
+            ids=["doc-new"], documents=["New."], metadatas=[{"document_type": "faq"}], embeddings=[[0.5] * 3]
+        )
+        store.get(ids=["doc-new"], where={"document_type": "faq"})
+        store.peek(limit=2)
+        store.update(ids=["doc-new"], documents=["Newer."], embeddings=[[0.6] * 3])
+        store.upsert(ids=["doc-new"], documents=["Newest."], embeddings=[[0.4] * 3])
+        store.modify(name="refunds-writes-renamed")
+        store.delete(ids=["doc-new"])
+    names = {span.name for span in records(exporter)}
+    assert {"chroma.add", "chroma.get", "chroma.peek", "chroma.update", "chroma.upsert"} <= names
+    assert {"chroma.modify", "chroma.delete"} <= names
     assert find_answers(records(exporter)) == []
     assert scored(exporter) == []
+
+    exporter.clear()
+    with tracer.start_as_current_span("POST /ask"):
+        mark_answer()
+        store.get(where={"document_type": "policy"})
+        model_answering(ANSWER).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": QUESTION}]
+        )
+    signals = assert_scored_as(exporter, {"candidates": [], "supportLevel": "medium"}, "POST /ask")
+    assert signals.diagnostics[semconv.RAG_CONFIDENCE_CITATION_MARKERS] == 2
 
 
 def test_several_query_vectors_in_one_chroma_query_keep_each_documents_best_score(

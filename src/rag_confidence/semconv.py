@@ -315,6 +315,28 @@ OPENAI_RESPONSE_STATUS: Final = "status"
 OPENAI_RESPONSE_STATUS_INCOMPLETE: Final = "incomplete"
 OPENAI_RESPONSE_INCOMPLETE_DETAILS: Final = "incomplete_details"
 OPENAI_RESPONSE_INCOMPLETE_REASON: Final = "reason"
+#: A Chat Completion's (or a streamed one's, as the OpenInference instrumentor accumulates it) list of choices in
+#: ``output.value``: one per ``n``, alternatives of which an application shows the first.
+OPENAI_CHAT_CHOICES: Final = "choices"
+#: OpenAI's citations of web pages (hosted web search: a Responses ``web_search`` tool, a Chat Completions
+#: search model), as the OpenInference OpenAI instrumentor records them in ``output.value`` (openai
+#: ``types/chat/chat_completion_message.py`` ``Annotation``: ``{"type": "url_citation", "url_citation": {"url",
+#: "title", "start_index", "end_index"}}`` in ``choices[i].message.annotations``; ``types/responses/
+#: response_output_text.py`` ``AnnotationURLCitation``: the same keys flat, in an ``output_text`` part's
+#: ``annotations``). The indices bound the cited span of the text (the inline Markdown link OpenAI writes).
+OPENAI_ANNOTATIONS: Final = "annotations"
+OPENAI_URL_CITATION: Final = "url_citation"
+OPENAI_URL: Final = "url"
+OPENAI_START_INDEX: Final = "start_index"
+OPENAI_END_INDEX: Final = "end_index"
+OPENAI_CHAT_MESSAGE: Final = "message"
+OPENAI_CHAT_CONTENT: Final = "content"
+OPENAI_MESSAGE_ITEM: Final = "message"
+OPENAI_OUTPUT_TEXT: Final = "output_text"
+OPENAI_OUTPUT_TEXT_TEXT: Final = "text"
+#: Document metadata keys that hold the URL a document came from (LangChain's web loaders write ``source``),
+#: matched against a ``url_citation``'s URL when no document id equals it.
+URL_METADATA_KEYS: Final = ("url", "source", "link")
 #: Gemini grounding as the OpenInference Google GenAI instrumentor records it in an LLM span's ``output.value``: the
 #: ``GenerateContentResponse`` dumped by field name (google-genai ``types.py``: ``Candidate.grounding_metadata``,
 #: ``GroundingMetadata.grounding_chunks`` / ``grounding_supports``, ``GroundingSupport.grounding_chunk_indices``
@@ -418,6 +440,14 @@ DB_SEARCH_QUERY_ID: Final = "db.search.query.id"
 #: -marqo wrapper.py).
 DB_SYSTEM_MILVUS: Final = "milvus"
 DB_SYSTEM_MARQO: Final = "marqo"
+#: What opentelemetry-instrumentation-chromadb writes of a ``Collection.query`` call (semconv-ai
+#: ``SpanAttributes.CHROMADB_QUERY_{EMBEDDINGS,TEXTS}_COUNT``, wrapper.py ``_set_query_attributes``), one of them
+#: whenever the query vectors or texts are passed by keyword: no other Chroma span (``add``, ``get``, the
+#: ``SegmentAPI._query`` beneath a query) carries them. Its hits are ``db.query.result`` events, and a query
+#: that found nothing has none (wrapper.py ``_add_query_result_events``); ``error.type`` marks one that raised.
+CHROMA_QUERY_EMBEDDINGS_COUNT: Final = "db.chroma.query.embeddings_count"
+CHROMA_QUERY_TEXTS_COUNT: Final = "db.chroma.query.texts_count"
+ERROR_TYPE: Final = "error.type"
 #: ``str(search_params)`` of a Milvus ``search`` call (semconv-ai ``SpanAttributes.MILVUS_SEARCH_SEARCH_PARAMS``,
 #: set by Milvus wrapper.py ``_set_search_attributes``); its ``metric_type`` key names the metric.
 MILVUS_SEARCH_SEARCH_PARAMS: Final = "db.milvus.search.search_params"

@@ -100,6 +100,8 @@ ANSWER_HINT_KEYS: frozenset[str] = frozenset(
         semconv.GEN_AI_OPERATION_NAME,
         semconv.TRACELOOP_ENTITY_NAME,
         semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH,
+        semconv.CHROMA_QUERY_EMBEDDINGS_COUNT,
+        semconv.CHROMA_QUERY_TEXTS_COUNT,
         semconv.HAYSTACK_COMPONENT_TYPE,
         semconv.OI_OUTPUT_VALUE,
     }
@@ -141,7 +143,8 @@ def is_retrieval_span(span: SpanRecord) -> bool:
     ``vector_db_retrieve`` task spans, LlamaIndex retriever and reranker task spans (by class name, see
     :mod:`.openllmetry`), Haystack retriever and ranker component spans (by class name, see :mod:`.haystack`),
     vector-DB spans with ``db.query.result``/``db.search.result`` events or (OpenLLMetry JS)
-    ``db.vector.query.result.matches_length``; any span with our ``rag.retrieval.method``; an OpenInference LLM
+    ``db.vector.query.result.matches_length``, OpenLLMetry Chroma query spans (``db.chroma.query.
+    {embeddings,texts}_count``, with hits or none); any span with our ``rag.retrieval.method``; an OpenInference LLM
     span of an OpenAI Responses call that ran ``file_search`` (:mod:`.hosted`) or of a grounded Gemini call
     (:mod:`.grounding`), which is a generation too.
     """
@@ -178,6 +181,10 @@ def _is_retrieval(attributes: Mapping[str, Any], event_names: Iterable[Any]) -> 
         return True
     # An OpenLLMetry JS vector-DB query (Pinecone, Qdrant): its hits are span attributes (see :mod:`.vector_db`).
     if semconv.VECTOR_DB_QUERY_RESULT_MATCHES_LENGTH in attributes:
+        return True
+    # An OpenLLMetry Chroma query: its hits are result events, and one that found nothing has none, so it is told
+    # by the query's own attributes (see :func:`.vector_db.chroma_found_nothing`).
+    if semconv.CHROMA_QUERY_EMBEDDINGS_COUNT in attributes or semconv.CHROMA_QUERY_TEXTS_COUNT in attributes:
         return True
     if llamaindex_step(attributes.get(semconv.TRACELOOP_ENTITY_NAME)) is not None:
         return True

@@ -36,10 +36,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import semconv
 from ._values import Document
 from .candidates import Merged
 from .documents import TEXT_KEY_PREFIX, content_key
 from .options import DEFAULT_CITATION_PATTERNS, SignalOptions
+from .url_citations import URL_KEY_PREFIX, url_key
 
 # At most 18 digits: a position beyond that is no position, and Python refuses to read more than 4,300 digits.
 _POSITION = re.compile(r"(?i)^(?:doc|document|source|src|ref|chunk)?[-_: ]{0,8}(\d{1,18})$")
@@ -202,12 +204,19 @@ class _Matcher:
         self._series: dict[str, tuple[int, int] | tuple[()]] = {}
         # Content keys of the shown documents' texts (stripped), built on the first source named by its text.
         self._texts: dict[str, int] | None = None
+        # URL keys of the shown documents' ids and URL metadata, built on the first source named by a URL.
+        self._urls: dict[str, int] | None = None
 
     def match_source(self, names: Sequence[str]) -> int | None:
         """The position of the first shown document one of ``names`` names: an id (exactly, then ignoring
-        case; never a position), or a content key (:func:`.documents.content_key`) of its text."""
+        case; never a position), a content key (:func:`.documents.content_key`) of its text, or a URL key
+        (:func:`.url_citations.url_key`) of its id or URL metadata."""
         for name in names:
-            if name.startswith(TEXT_KEY_PREFIX):
+            if name.startswith(URL_KEY_PREFIX):
+                if self._urls is None:
+                    self._urls = self._url_keys()
+                found = self._urls.get(name)
+            elif name.startswith(TEXT_KEY_PREFIX):
                 if self._texts is None:
                     self._texts = {}
                     for position, entry in enumerate(self._presented):
@@ -220,6 +229,22 @@ class _Matcher:
             if found is not None:
                 return found
         return None
+
+    def _url_keys(self) -> dict[str, int]:
+        urls: dict[str, int] = {}
+        for position, entry in enumerate(self._presented):
+            metadata = entry.document.metadata
+            named = [identity for identity in entry.identities if not identity.startswith(TEXT_KEY_PREFIX)]
+            if metadata:
+                for name in semconv.URL_METADATA_KEYS:
+                    value = metadata.get(name)
+                    if isinstance(value, str):
+                        named.append(value)
+            for value in named:
+                key = url_key(value)
+                if key is not None:
+                    urls.setdefault(key, position)
+        return urls
 
     def match_id(self, reference: str) -> int | None:
         if reference in self._exact:

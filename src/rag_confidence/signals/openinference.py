@@ -13,7 +13,8 @@
   results are read in :mod:`.hosted`), and the Google GenAI instrumentor's ``GenerateContentResponse`` JSON for
   the grounding supports of a grounded Gemini call (its chunks are read in :mod:`.grounding`), and the
   Anthropic instrumentor's ``Message`` JSON for the citations of Claude's text blocks, with the request's
-  documents from ``input.value`` (:mod:`.anthropic_citations`).
+  documents from ``input.value`` (:mod:`.anthropic_citations`), and the OpenAI instrumentor's Chat Completion or
+  Response JSON for the ``url_citation`` annotations of hosted web search (:mod:`.url_citations`).
 - RETRIEVER spans of AWS Bedrock Knowledge Bases (openinference-instrumentation-bedrock): each reference's
   metadata one level down, the knowledge base as the method, and a ``retrieve_and_generate`` span read as a
   generation too, its ``output.value`` the answer and its references the answer's citations (:mod:`.bedrock`).
@@ -48,6 +49,7 @@ from .anthropic_citations import read_citations as read_anthropic_citations
 from .grounding import read_supports
 from .hosted import read_citations
 from .records import SpanRecord
+from .url_citations import read_url_citations
 
 # Each document's own fields as OpenInference flattens them beneath ``{prefix}.{i}.``; the structured form
 # holds a ``document`` object with the same keys without their ``document.`` prefix.
@@ -420,13 +422,15 @@ def read_generation(span: SpanRecord, reader: Reader) -> Generation | None:
     # text blocks cite the request's documents and search results.
     cited, segments = read_supports(attributes, reader)
     sources, cited_blocks = read_anthropic_citations(attributes, reader)
+    # Its url_citation annotations (hosted web search) name web pages as Anthropic's citations name documents.
+    pages, linked = read_url_citations(attributes, reader)
     return Generation(
         span=span,
         text=text,
         finish_reasons=tuple(finish_reasons),
         citations=read_citations(attributes, reader) + cited,
-        segments=segments + cited_blocks,
-        sources=sources,
+        segments=segments + cited_blocks + linked,
+        sources=sources + pages,
     )
 
 
@@ -490,8 +494,9 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
     """The answer text of the output messages, and whether they hold no text at all (not even hidden): a model
     call that answered with tool calls only, whose ``output.value`` is no answer text.
 
-    Messages are alternatives only when the call asked for several: the OpenAI instrumentor writes one per
-    choice of a Chat Completions call with ``n`` > 1 (the Google GenAI one per candidate, LangChain's per
+    Messages are alternatives only when the call asked for several (its invocation parameters say so, or, with
+    those hidden, its recorded response holds several choices or candidates): the OpenAI instrumentor writes one
+    per choice of a Chat Completions call with ``n`` > 1 (the Google GenAI one per candidate, LangChain's per
     generation), and an application answers with the first, as ``choices[0]``. Otherwise they are parts of one
     answer: a Responses call's messages are its output items (a ``file_search_call``, a reasoning item, one
     ``message`` or several), and the answer an application shows, ``output_text``, is every message item's
@@ -520,7 +525,7 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
             textless = False  # text there but hidden (or not text): the next source may say it
     if not texts:
         return None, textless
-    if len(texts) == 1 or _asks_for_choices(attributes):
+    if len(texts) == 1 or _asks_for_choices(attributes, reader):
         return texts[0], False
     return _join_parts(texts), False
 
@@ -530,10 +535,26 @@ def _output_messages_text(attributes: Mapping[str, Any], reader: Reader) -> tupl
 _CHOICE_COUNT = re.compile(r'"(?:n|candidate_count|candidateCount)"\s*:\s*0*([2-9]|[1-9][0-9]+)\b')
 
 
-def _asks_for_choices(attributes: Mapping[str, Any]) -> bool:
+_CHOICE_LISTS = (semconv.OPENAI_CHAT_CHOICES, semconv.GEMINI_CANDIDATES)
+
+
+def _asks_for_choices(attributes: Mapping[str, Any], reader: Reader) -> bool:
     # Read only for a span with two or more output messages of text: rare, so the search costs nothing elsewhere.
     parameters = attributes.get(semconv.OI_LLM_INVOCATION_PARAMETERS)
-    return isinstance(parameters, str) and _CHOICE_COUNT.search(parameters) is not None
+    if isinstance(parameters, str):
+        return _CHOICE_COUNT.search(parameters) is not None
+    # Parameters hidden (``TraceConfig(hide_llm_invocation_parameters=True)``): the response the instrumentor
+    # recorded says how many alternatives it holds, a Chat Completion's ``choices`` or Gemini's ``candidates``
+    # (a Responses call's items are ``output``, parts of one answer).
+    output = attributes.get(semconv.OI_OUTPUT_VALUE)
+    response = reader.maybe_mapping(output) if type(output) is str else None
+    if response is None:
+        return False
+    for key in _CHOICE_LISTS:
+        listed = response.get(key)
+        if isinstance(listed, list) and len(listed) > 1:
+            return True
+    return False
 
 
 _FIRST_CHOICE_TEXT = f"{semconv.OI_LLM_CHOICES}.0.{semconv.OI_COMPLETION_TEXT}"

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from .. import semconv
 from ._values import Generation, RawDocument, RawRetrieval, Reader, indexed, is_answer_role, is_thinking_role
 from .records import SpanRecord
-from .vector_db import attribute_documents, event_documents
+from .vector_db import attribute_documents, chroma_found_nothing, event_documents
 
 _RETRIEVER_SUFFIX = "Retriever"
 _RERANK_WORD = "Rerank"
@@ -75,6 +75,8 @@ def read_retrievals(span: SpanRecord, reader: Reader) -> list[RawRetrieval]:
         retrievals.append(
             RawRetrieval(span=span, documents=events, method_hint=system if isinstance(system, str) else None)
         )
+    elif not retrievals and chroma_found_nothing(span):
+        reader.found_nothing += 1
     return retrievals
 
 

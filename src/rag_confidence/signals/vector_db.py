@@ -17,6 +17,11 @@
   hits: the number dropped (``SpanRecord.dropped_events``) is counted for a diagnostic.
 - Marqo writes each hit as it is (``_id``, ``_score`` and the document's own fields), without the
   ``db.query.result.*`` keys: for ``db.system = marqo`` those keys are read, the other fields as metadata.
+- The Chroma instrumentor writes no event for a query that found nothing (``ids = [[]]``): its ``chroma.query``
+  span, told by ``db.chroma.query.{embeddings,texts}_count`` (one of them is set whenever the query vectors or
+  texts are passed by keyword), is then a retrieval that found nothing, unless the query raised (``error.type``,
+  status ERROR: nothing was found out). Its other spans (``add``, ``get``, ``peek``, the ``SegmentAPI._query``
+  beneath a query) carry neither key, and neither does a query given its vectors positionally.
 - OpenLLMetry JS (Pinecone, Qdrant) writes no result events: it sets ``db.vector.query.result.{i}.{id,score}``
   (Qdrant also ``.metadata``, the payload as JSON) on what ``span.addEvent()`` returns, which in the JS SDK is
   the span, so the hits are span attributes beside ``db.vector.query.result.matches_length``; Pinecone adds
@@ -54,6 +59,8 @@ _RESULT_EVENTS: Mapping[str, tuple[str, str, str, str, str | None]] = {
     ),
 }
 _MARQO_OWN_KEYS = frozenset({semconv.MARQO_HIT_ID, semconv.MARQO_HIT_SCORE})
+# The status code name SpanRecord carries for a span that failed.
+_FAILED = "ERROR"
 
 
 def is_hit_event(event_name: str, system: Any) -> bool:
@@ -105,6 +112,20 @@ def event_documents(span: SpanRecord, reader: Reader) -> list[RawDocument]:
                 if hit.score is None and hit.distance is not None:
                     hit.score, hit.distance = hit.distance, None
     return documents
+
+
+def chroma_found_nothing(span: SpanRecord) -> bool:
+    """True for an OpenLLMetry Chroma query span that ran and found nothing (see the module docstring), asked of
+    a span whose events :func:`event_documents` found no hit in."""
+    attributes = span.attributes
+    return (
+        (
+            semconv.CHROMA_QUERY_EMBEDDINGS_COUNT in attributes
+            or semconv.CHROMA_QUERY_TEXTS_COUNT in attributes
+        )
+        and semconv.ERROR_TYPE not in attributes
+        and span.status_code != _FAILED
+    )
 
 
 def _marqo_hit(attributes: Mapping[str, Any]) -> RawDocument:
