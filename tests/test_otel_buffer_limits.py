@@ -8,9 +8,11 @@ hand, never from the processor.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -180,15 +184,19 @@ def test_an_enclosing_answer_reads_what_its_finished_items_carry(pipeline: Pipel
     assert (stats.answers_scored, stats.spans_not_buffered, stats.traces_evicted) == (ITEMS + 1, 0, 0)
 
 
-def test_items_an_enclosing_answer_reads_are_bounded_apart_from_the_answers_beneath(
-    pipeline: Pipeline,
+@pytest.mark.parametrize("outer_answer", [True, False], ids=["marked root", "plain root"])
+def test_items_an_enclosing_answer_may_read_are_bounded_apart_from_the_answers_beneath(
+    pipeline: Pipeline, outer_answer: bool
 ) -> None:
     """Items whose own attributes an enclosing answer may read are kept for it, up to ``max_spans_per_trace``
-    of them (the first, as for any answer too large), apart from the buffer the answers beneath still need."""
+    of them (the first, as for any answer too large), apart from the buffer the answers beneath still need.
+    Those dropped past that count as not buffered only when an answer that would have read them is scored:
+    a plain root (an agent's) lost nothing."""
     tracer = pipeline.tracer
-    with tracer.start_as_current_span(
-        "agent", attributes={semconv.RAG_ANSWER: True, semconv.RAG_SIGNAL_SUPPORT_LEVEL: "high"}
-    ):
+    root: dict[str, AttributeValue] = {semconv.RAG_SIGNAL_SUPPORT_LEVEL: "high"}
+    if outer_answer:
+        root[semconv.RAG_ANSWER] = True
+    with tracer.start_as_current_span("agent", attributes=root):
         for index in range(ITEMS):
             # Every item carries a signal; the last one's wins (later-ending spans over earlier ones).
             _run_item(
@@ -198,16 +206,21 @@ def test_items_an_enclosing_answer_reads_are_bounded_apart_from_the_answers_bene
     for index in range(ITEMS):
         expected = compute_confidence({"supportLevel": "high", "candidates": _candidates(_docs(index))})
         _assert_scored_as(by_name[f"answer {index}"], expected, candidates=2)
-    expected_outer = compute_confidence(
-        {"supportLevel": "high", "answerRelevanceScore": round(0.5 + (CAP - 1) / 100, 2), "candidates": []}
-    )
-    _assert_scored_as(by_name["agent"], expected_outer, candidates=0)
     stats = pipeline.processor.stats()
-    assert (stats.answers_scored, stats.spans_not_buffered, stats.traces_evicted) == (
-        ITEMS + 1,
-        ITEMS - CAP,
-        0,
-    )
+    if outer_answer:
+        expected_outer = compute_confidence(
+            {
+                "supportLevel": "high",
+                "answerRelevanceScore": round(0.5 + (CAP - 1) / 100, 2),
+                "candidates": [],
+            }
+        )
+        _assert_scored_as(by_name["agent"], expected_outer, candidates=0)
+        assert (stats.answers_scored, stats.spans_not_buffered) == (ITEMS + 1, ITEMS - CAP)
+    else:
+        assert semconv.RAG_CONFIDENCE_TOTAL not in (by_name["agent"].attributes or {})
+        assert (stats.answers_scored, stats.spans_not_buffered) == (ITEMS, 0)
+    assert (stats.traces_evicted, stats.pending_traces) == (0, 0)
 
 
 def test_one_answer_larger_than_the_cap_keeps_its_first_spans(pipeline: Pipeline) -> None:
@@ -364,3 +377,65 @@ def test_every_attribute_name_signals_read_lies_in_a_signal_namespace() -> None:
     assert len(read) > 50  # the scan found the names
     outside = sorted(key for key in read if key.partition(".")[0] not in semconv.SIGNAL_NAMESPACES)
     assert outside == []
+
+
+def _forwarded(reader: InMemoryMetricReader) -> int | float:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return sum(
+        point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.METRIC_PROCESSOR_SPANS_FORWARDED
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint)
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_a_forked_child_reports_only_its_own_work_in_the_processor_metrics() -> None:
+    """Counts of the parent's processors, live or collected, stay the parent's: the child's cumulative
+    counters start at zero."""
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    gone = ConfidenceSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), meter_provider=meter_provider)
+    provider = TracerProvider(shutdown_on_exit=False)  # no exit hook keeping it alive
+    provider.add_span_processor(gone)
+    with provider.get_tracer("test").start_as_current_span("request before"):
+        pass
+    collected = weakref.ref(gone)
+    del provider, gone
+    gc.collect()
+    assert collected() is None
+    processor = ConfidenceSpanProcessor(
+        SimpleSpanProcessor(InMemorySpanExporter()), meter_provider=meter_provider
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("request"), tracer.start_as_current_span("child"):
+        pass
+    assert _forwarded(reader) == 3
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_end)
+            before = _forwarded(reader)
+            with tracer.start_as_current_span("child request"):
+                pass
+            os.write(write_end, json.dumps([before, _forwarded(reader)]).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reading:
+        report = json.loads(reading.read() or b"null")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert report == [0, 1]
+    assert _forwarded(reader) == 3  # the parent's, unchanged
+    provider.shutdown()
+    meter_provider.shutdown()

@@ -41,7 +41,7 @@ _MAX_EARLY_TRACES = 1024
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "closed", "created", "evaluations", "may_answer", "settled", "spans")
+    __slots__ = ("answered", "closed", "created", "evaluations", "lost", "may_answer", "settled", "spans")
 
     def __init__(self, created: float) -> None:
         # When a span of the trace was last buffered: the TTL runs from there, so a long trace still producing
@@ -67,6 +67,9 @@ class _PendingTrace:
         # The ids of the settled spans among ``spans``: they have their own bound, so a long run of answers
         # under one root does not fill the buffer its later answers need for their retrievals.
         self.settled: set[int] = set()
+        # Settled spans dropped past their bound, by the running span above them: counted as not buffered once
+        # the answer that would have read them is scored (an agent's root that scores nothing lost nothing).
+        self.lost: dict[int, int] = {}
 
 
 class TraceBuffers:
@@ -226,8 +229,9 @@ class TraceBuffers:
         evaluation) and the spans between them and ``top``; let the others go: they would give it nothing,
         and nothing else reads them. ``buffered``: ``top`` is in the buffer already (with background scoring,
         its answer was taken after it ended). When the settled spans would pass their bound, the whole subtree
-        goes, counted as not buffered (its own spans were kept; an enclosing answer that large reads its first
-        spans only, as any answer does). Returns whether ``top`` is kept. Lock held."""
+        goes (its own spans were kept; an enclosing answer that large reads its first spans only, as any answer
+        does), counted as not buffered if that answer is scored (see :attr:`_PendingTrace.lost`). Returns
+        whether ``top`` is kept. Lock held."""
         context = top.context
         if context is None:
             return False
@@ -251,10 +255,18 @@ class TraceBuffers:
                 while span_id is not None and span_id not in kept:
                     kept.add(span_id)
                     span_id = None if span_id == top_id else parents.get(span_id)
+        parent = top.parent
+        above = parent.span_id if parent is not None else None
         added = len(kept) - len(kept & settled)
+        lost = 0
         if added and len(settled) + added > self._max_spans_per_trace:
-            self.counts.spans_unbuffered += added
+            lost = len(kept)
             kept.clear()
+        if pending.lost:  # what was lost beneath the spans that ended now is lost beneath their parent
+            for span_id in pending.lost.keys() & {top_id, *parents}:
+                lost += pending.lost.pop(span_id)
+        if lost and above is not None:
+            pending.lost[above] = pending.lost.get(above, 0) + lost
         _remove(pending, [span for span in beneath if _span_id(span) not in kept])
         if top_id in kept:
             settled.update(kept)
@@ -396,10 +408,11 @@ class TraceBuffers:
         orphan: bool = False,
         parent_span_id: int | None = None,
         answers_itself: bool = True,
-    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
+    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations, int]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
-        that screen), and the evaluations held for those spans and the answer. A local root releases its
+        that screen), the evaluations held for those spans and the answer, and how many settled spans beneath
+        it were dropped past their bound (to count if it is scored). A local root releases its
         trace; a nested answer leaves a mark that it was answered. A nested declined answer
         (``answers_itself`` False) passes on only the marks of answers beneath it."""
         with self.lock:
@@ -411,10 +424,10 @@ class TraceBuffers:
                     # Nothing of this trace ended beneath it.
                     early = self._early.pop(trace_id, None)
                     if early is None:
-                        return [], False, False, {}
+                        return [], False, False, {}, 0
                     mine, others = split_evaluations(early[1], {span_id})
                     self._keep_early(trace_id, others)
-                    return [], False, False, by_span(mine)
+                    return [], False, False, by_span(mine), 0
                 pending = self._open(trace_id, time.monotonic())
             marks = pending.answered
             if local_root and pending.may_answer is False and not marks:
@@ -426,13 +439,17 @@ class TraceBuffers:
                 ids.add(span_id)
                 mine, others = split_evaluations(pending.evaluations, ids)
                 self._keep_early(trace_id, others)
-                return pending.spans, False, False, by_span(mine)
+                return pending.spans, False, False, by_span(mine), sum(pending.lost.values())
             members = _subtree(pending.spans, span_id) if pending.spans else []
             beneath = _span_ids(members)
             beneath.add(span_id)
             answered = False
             if pending.closed:
                 pending.closed.difference_update(beneath)
+            lost = 0
+            if pending.lost:
+                for lost_under in pending.lost.keys() & beneath:
+                    lost += pending.lost.pop(lost_under)
             if marks:
                 # The marks of answers beneath this span: for a local root, it answered already; for a marked
                 # answer, they move up to its own parent below.
@@ -460,7 +477,7 @@ class TraceBuffers:
             # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
             if (local_root or orphan) and not pending.spans and not marks:
                 self._release(trace_id, pending)
-            return members, answered, pending.may_answer, evaluations
+            return members, answered, pending.may_answer, evaluations, lost
 
 
 def _move_mark_up(marks: set[int], span: ReadableSpan) -> None:
