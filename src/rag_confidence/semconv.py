@@ -578,3 +578,41 @@ PROCESSOR_FAILURE_SCORING: Final = "scoring"
 PROCESSOR_FAILURE_RECORDING: Final = "recording"
 PROCESSOR_FAILURE_PROCESSING: Final = "processing"
 PROCESSOR_FAILURE_DOWNSTREAM: Final = "downstream"
+
+# --------------------------------------------------------------------------------------------------------------
+# The namespaces of every attribute signal extraction reads (the part of a key before its first dot)
+# --------------------------------------------------------------------------------------------------------------
+# A span with no attribute in these, no event and no link gives an enclosing answer nothing but its place in the
+# tree: the span processor need not keep one that finished around an answer already scored. Wider than what is
+# read (all of ``gen_ai``, not its few keys), so a key read later in a known namespace is covered already;
+# tests/test_otel_buffer_limits.py checks every name ``signals/`` reads against it.
+SIGNAL_NAMESPACES: Final = frozenset(
+    {
+        "ai",
+        "annotation",
+        "annotations",
+        "completion",
+        "db",
+        "document",
+        "embedding",
+        "evaluation",
+        "evaluations",
+        "gen_ai",
+        "haystack",
+        "input",
+        "llm",
+        "message",
+        "message_content",
+        "metadata",
+        "openinference",
+        "output",
+        "pinecone",
+        "rag",
+        "reranker",
+        "retrieval",
+        "tool",
+        "tool_call",
+        "trace",
+        "traceloop",
+    }
+)

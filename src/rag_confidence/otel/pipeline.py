@@ -74,6 +74,12 @@ class ProcessorCounts(_Totals):
         with self.lock:
             return _Totals(*(getattr(self, name) for name in _TOTAL_FIELDS))
 
+    def reset_after_fork(self, lock: threading.Lock) -> None:
+        """In a forked child: start from zero under ``lock`` (the parent's may have been held at the fork)."""
+        self.lock = lock
+        for name in _TOTAL_FIELDS:
+            setattr(self, name, 0)
+
 
 _TOTAL_FIELDS = tuple(f.name for f in fields(_Totals))
 
@@ -257,6 +263,9 @@ def _new_locks_after_fork() -> None:
     _GROUPS_LOCK = threading.Lock()
     for group in (*_GLOBAL, *_GROUPS.values()):
         group._lock = threading.Lock()
+        # The counts of the parent's collected processors, and its last reading, are the parent's to report.
+        group._retired = _Totals()
+        group._snapshot = None
 
 
 os.register_at_fork(after_in_child=_new_locks_after_fork)

@@ -354,7 +354,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
         marked = claim is True
         declined = claim is False
         parent = span.parent
-        members, answered_before, may_answer, evaluations = self._buffers.take(
+        members, answered_before, may_answer, evaluations, lost = self._buffers.take(
             context.trace_id,
             context.span_id,
             local_root=local_root,
@@ -369,6 +369,7 @@ class ConfidenceSpanProcessor(SpanProcessor):
             # full attribute table evicted its rag.answer mark.
             with self._buffers.lock:
                 self._counts.answers_already_scored += 1
+                self._counts.spans_unbuffered += lost
             return span
         if (
             may_answer is None
@@ -376,6 +377,9 @@ class ConfidenceSpanProcessor(SpanProcessor):
             may_answer = any(_may_hold_answer(member) for member in members)
         if not marked and (answered_before or not (may_answer or _may_hold_answer(span))):
             return span  # rule (c) holds only for traces with a retrieval and without a marked answer
+        if lost:  # settled spans this answer would have read, dropped past their bound
+            with self._buffers.lock:
+                self._counts.spans_unbuffered += lost
         return self._score_answer(span, members, evaluations)
 
     def _finish(

@@ -4,7 +4,9 @@ Besides the buffers, it remembers what makes a span *late* (a child ending after
 belongs to: fire-and-forget work, which is never read and opens no buffer), the local roots running per trace
 (so a request is known to be over), and evaluation results logged for spans not buffered yet. Everything is
 bounded: ``max_traces`` buffers (the least recently active evicted first), ``ttl_s`` seconds without a new span,
-``max_spans_per_trace`` spans each; evictions and unbuffered spans are counted in :attr:`TraceBuffers.counts`.
+``max_spans_per_trace`` spans each of answers still to come, and as many settled ones (ended around an answer
+taken already, kept for an enclosing answer only when they carry something it reads); evictions that lose
+something and unbuffered spans are counted in :attr:`TraceBuffers.counts`.
 
 One lock guards it all (:attr:`TraceBuffers.lock`, shared with the counts); methods documented "lock held" expect
 the caller to hold it. Local-root counts have a lock of their own, so a span starting on the application thread
@@ -20,7 +22,8 @@ from collections import OrderedDict
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from ..signals.records import EventRecord
+from .. import semconv
+from ..signals.records import EventRecord, ended_span_attributes, ended_span_has_events
 from .held_evaluations import Evaluations, by_span, split_evaluations
 from .pipeline import ProcessorCounts
 
@@ -38,7 +41,7 @@ _MAX_EARLY_TRACES = 1024
 class _PendingTrace:
     """The ended spans of one trace whose local root has not ended yet."""
 
-    __slots__ = ("answered", "created", "evaluations", "may_answer", "spans")
+    __slots__ = ("answered", "closed", "created", "evaluations", "lost", "may_answer", "settled", "spans")
 
     def __init__(self, created: float) -> None:
         # When a span of the trace was last buffered: the TTL runs from there, so a long trace still producing
@@ -57,6 +60,16 @@ class _PendingTrace:
         # False (most traffic of a service that also answers questions) are released at their root without
         # any signal work.
         self.may_answer: bool | None = False
+        # The running spans with a marked or declined answer taken from beneath them (moved up like the marks).
+        # When one ends, its subtree is settled: no answer beneath it is still to come, so an enclosing answer
+        # is all that can read it (see TraceBuffers._settle).
+        self.closed: set[int] = set()
+        # The ids of the settled spans among ``spans``: they have their own bound, so a long run of answers
+        # under one root does not fill the buffer its later answers need for their retrievals.
+        self.settled: set[int] = set()
+        # Settled spans dropped past their bound, by the running span above them: counted as not buffered once
+        # the answer that would have read them is scored (an agent's root that scores nothing lost nothing).
+        self.lost: dict[int, int] = {}
 
 
 class TraceBuffers:
@@ -95,12 +108,12 @@ class TraceBuffers:
         self.counts = ProcessorCounts(lock=self.lock)
 
     def reset_after_fork(self) -> None:
-        """In a forked child: new locks, nothing held. A thread of the parent (the scoring worker, one ending
-        spans) may have held a lock at the fork; the traces buffered then are the parent's, whose spans end
-        there."""
+        """In a forked child: new locks, nothing held, nothing counted. A thread of the parent (the scoring
+        worker, one ending spans) may have held a lock at the fork; the traces buffered then are the parent's,
+        whose spans end there, and so are the counts: the child reports its own work."""
         self.lock = threading.Lock()
         self._roots_lock = threading.Lock()
-        self.counts.lock = self.lock
+        self.counts.reset_after_fork(self.lock)
         self._pending.clear()
         self._early.clear()
         self._ended.clear()
@@ -187,12 +200,79 @@ class TraceBuffers:
                 self._pending.move_to_end(trace_id)
             if pending.answered:
                 _move_mark_up(pending.answered, span)
-            if len(pending.spans) < self._max_spans_per_trace:
+            if pending.closed and self._settle_ended(pending, span, may_answer):
+                return
+            if len(pending.spans) - len(pending.settled) < self._max_spans_per_trace:
                 pending.spans.append(span)
                 if may_answer or pending.may_answer is False:
                     pending.may_answer = may_answer
             else:
                 self.counts.spans_unbuffered += 1
+
+    def _settle_ended(self, pending: _PendingTrace, span: ReadableSpan, may_answer: bool | None) -> bool:
+        """Settle the subtree of ``span``, which ended around an answer taken already; False when it did not.
+        Lock held."""
+        context, parent = span.context, span.parent
+        if context is None or context.span_id not in pending.closed:
+            return False
+        pending.closed.discard(context.span_id)
+        if parent is not None:
+            pending.closed.add(parent.span_id)
+        if self._settle(pending, span, buffered=False) and (may_answer or pending.may_answer is False):
+            pending.may_answer = may_answer
+        return True
+
+    def _settle(self, pending: _PendingTrace, top: ReadableSpan, *, buffered: bool) -> bool:
+        """``top`` ended with every answer beneath it taken: what is left of its subtree is read by an enclosing
+        answer only, if there is one. Keep, as settled spans, those that may give such an answer something
+        (an attribute in :data:`~rag_confidence.semconv.SIGNAL_NAMESPACES`, an event, a link, a held
+        evaluation) and the spans between them and ``top``; let the others go: they would give it nothing,
+        and nothing else reads them. ``buffered``: ``top`` is in the buffer already (with background scoring,
+        its answer was taken after it ended). When the settled spans would pass their bound, the whole subtree
+        goes (its own spans were kept; an enclosing answer that large reads its first spans only, as any answer
+        does), counted as not buffered if that answer is scored (see :attr:`_PendingTrace.lost`). Returns
+        whether ``top`` is kept. Lock held."""
+        context = top.context
+        if context is None:
+            return False
+        top_id = context.span_id
+        if buffered:
+            _remove(pending, [top])
+        settled = pending.settled
+        beneath = _subtree(pending.spans, top_id) if pending.spans else []
+        evaluated = {span_id for span_id, _ in pending.evaluations} if pending.evaluations else set()
+        parents: dict[int, int] = {}
+        for span in beneath:
+            if span.context is not None and span.parent is not None:
+                parents[span.context.span_id] = span.parent.span_id
+        kept: set[int] = set()
+        for span in (*beneath, top):
+            span_context = span.context
+            if span_context is None:
+                continue
+            span_id: int | None = span_context.span_id
+            if span_id in settled or not _inert(span, evaluated):
+                while span_id is not None and span_id not in kept:
+                    kept.add(span_id)
+                    span_id = None if span_id == top_id else parents.get(span_id)
+        parent = top.parent
+        above = parent.span_id if parent is not None else None
+        added = len(kept) - len(kept & settled)
+        lost = 0
+        if added and len(settled) + added > self._max_spans_per_trace:
+            lost = len(kept)
+            kept.clear()
+        if pending.lost:  # what was lost beneath the spans that ended now is lost beneath their parent
+            for span_id in pending.lost.keys() & {top_id, *parents}:
+                lost += pending.lost.pop(span_id)
+        if lost and above is not None:
+            pending.lost[above] = pending.lost.get(above, 0) + lost
+        _remove(pending, [span for span in beneath if _span_id(span) not in kept])
+        if top_id in kept:
+            settled.update(kept)
+            pending.spans.append(top)
+            return True
+        return False
 
     def _late_child_released(
         self, trace_id: int, span: ReadableSpan, pending: _PendingTrace | None, ended: int | set[int]
@@ -220,6 +300,9 @@ class TraceBuffers:
         if pending is not None:
             members = _subtree(pending.spans, context.span_id) if pending.spans else []
             _remove(pending, members)
+            if pending.closed:
+                pending.closed.difference_update(_span_ids(members))
+                pending.closed.discard(context.span_id)
             if pending.answered:  # marks of answers in this work: no root will come for them
                 pending.answered.difference_update(_span_ids(members))
                 pending.answered.discard(context.span_id)
@@ -299,12 +382,17 @@ class TraceBuffers:
         # the pipeline gauges are read: an idle process then lets go of its last buffers without new traffic.
         pending = self._pending
         deadline = now - self._ttl_s
+        counts = self.counts
         while pending:
             oldest = next(iter(pending.values()))
+            # A buffer holding no span and no evaluation loses nothing scorable: only the marks of answers
+            # scored already, left by an answer whose parent never ends here (a request span of a tracer
+            # provider without this processor). Dropped all the same, but no eviction to alarm anyone.
+            lost = bool(oldest.spans or oldest.evaluations)
             if oldest.created <= deadline:
-                self.counts.evicted_max_age += 1
+                counts.evicted_max_age += lost
             elif making_room and len(pending) >= self._max_pending_traces:
-                self.counts.evicted_max_traces += 1
+                counts.evicted_max_traces += lost
             else:
                 break
             pending.popitem(last=False)
@@ -320,10 +408,11 @@ class TraceBuffers:
         orphan: bool = False,
         parent_span_id: int | None = None,
         answers_itself: bool = True,
-    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations]:
+    ) -> tuple[list[ReadableSpan], bool, bool | None, Evaluations, int]:
         """Remove and return the buffered spans beneath ``span_id``, whether an answer of this trace was scored
         before, whether the trace buffered a retrieval or marked answer (None: spans were buffered without
-        that screen), and the evaluations held for those spans and the answer. A local root releases its
+        that screen), the evaluations held for those spans and the answer, and how many settled spans beneath
+        it were dropped past their bound (to count if it is scored). A local root releases its
         trace; a nested answer leaves a mark that it was answered. A nested declined answer
         (``answers_itself`` False) passes on only the marks of answers beneath it."""
         with self.lock:
@@ -335,10 +424,10 @@ class TraceBuffers:
                     # Nothing of this trace ended beneath it.
                     early = self._early.pop(trace_id, None)
                     if early is None:
-                        return [], False, False, {}
+                        return [], False, False, {}, 0
                     mine, others = split_evaluations(early[1], {span_id})
                     self._keep_early(trace_id, others)
-                    return [], False, False, by_span(mine)
+                    return [], False, False, by_span(mine), 0
                 pending = self._open(trace_id, time.monotonic())
             marks = pending.answered
             if local_root and pending.may_answer is False and not marks:
@@ -350,11 +439,17 @@ class TraceBuffers:
                 ids.add(span_id)
                 mine, others = split_evaluations(pending.evaluations, ids)
                 self._keep_early(trace_id, others)
-                return pending.spans, False, False, by_span(mine)
+                return pending.spans, False, False, by_span(mine), sum(pending.lost.values())
             members = _subtree(pending.spans, span_id) if pending.spans else []
             beneath = _span_ids(members)
             beneath.add(span_id)
             answered = False
+            if pending.closed:
+                pending.closed.difference_update(beneath)
+            lost = 0
+            if pending.lost:
+                for lost_under in pending.lost.keys() & beneath:
+                    lost += pending.lost.pop(lost_under)
             if marks:
                 # The marks of answers beneath this span: for a local root, it answered already; for a marked
                 # answer, they move up to its own parent below.
@@ -371,13 +466,18 @@ class TraceBuffers:
             if pending.evaluations:
                 mine, pending.evaluations = split_evaluations(pending.evaluations, beneath)
                 evaluations = by_span(mine)
-            if not local_root and not orphan and parent_span_id is not None and (answers_itself or answered):
-                marks.add(_still_running_above(pending.spans, parent_span_id))
+            if not local_root and not orphan and parent_span_id is not None:
+                running, ended = _still_running_above(pending.spans, parent_span_id)
+                if answers_itself or answered:
+                    marks.add(running)
+                pending.closed.add(running)
+                if ended is not None:  # taken after the spans around it ended: settle them now
+                    self._settle(pending, ended, buffered=True)
             # What is left (spans or marks) belongs to another local root of the same trace (two requests of one
             # remote trace served here at once): it keeps the buffer until that root ends or the TTL passes.
             if (local_root or orphan) and not pending.spans and not marks:
                 self._release(trace_id, pending)
-            return members, answered, pending.may_answer, evaluations
+            return members, answered, pending.may_answer, evaluations, lost
 
 
 def _move_mark_up(marks: set[int], span: ReadableSpan) -> None:
@@ -390,35 +490,57 @@ def _move_mark_up(marks: set[int], span: ReadableSpan) -> None:
         marks.add(parent.span_id)
 
 
-def _still_running_above(spans: list[ReadableSpan], span_id: int) -> int:
+def _still_running_above(spans: list[ReadableSpan], span_id: int) -> tuple[int, ReadableSpan | None]:
     """``span_id``, or, when that span ended already (buffered in ``spans``; with background scoring an answer
     is taken after its parent may have ended), its nearest ancestor that is not buffered: where the mark would
-    have moved up to (see :func:`_move_mark_up`)."""
+    have moved up to (see :func:`_move_mark_up`); and the highest ended span passed on the way, if any."""
     if not spans:
-        return span_id
-    parents = {
-        span.context.span_id: span.parent.span_id
-        for span in spans
-        if span.context is not None and span.parent is not None
+        return span_id, None
+    by_id = {
+        span.context.span_id: span for span in spans if span.context is not None and span.parent is not None
     }
     seen: set[int] = set()
-    while span_id in parents and span_id not in seen:
+    ended: ReadableSpan | None = None
+    while span_id in by_id and span_id not in seen:
         seen.add(span_id)
-        span_id = parents[span_id]
-    return span_id
+        ended = by_id[span_id]
+        parent = ended.parent
+        assert parent is not None  # only spans with a parent are listed
+        span_id = parent.span_id
+    return span_id, ended
 
 
 def _span_ids(spans: list[ReadableSpan]) -> set[int]:
     return {span.context.span_id for span in spans if span.context is not None}
 
 
+def _span_id(span: ReadableSpan) -> int | None:
+    context = span.context
+    return context.span_id if context is not None else None
+
+
+def _inert(span: ReadableSpan, evaluated: set[int]) -> bool:
+    """Whether ``span`` gives an answer it belongs to nothing but its place in the tree: no event, no link, no
+    evaluation held for it, no attribute in a namespace signal extraction reads."""
+    if ended_span_has_events(span) or span.links:
+        return False
+    context = span.context
+    if context is not None and context.span_id in evaluated:
+        return False
+    namespaces = semconv.SIGNAL_NAMESPACES
+    return not any(key.partition(".")[0] in namespaces for key in ended_span_attributes(span))
+
+
 def _remove(pending: _PendingTrace, members: list[ReadableSpan]) -> None:
     """Take ``members`` (spans of ``pending``, in buffer order) out of its buffer."""
     if len(members) == len(pending.spans):
         pending.spans = []
+        pending.settled.clear()
     elif members:
         taken = {id(member) for member in members}
         pending.spans = [kept for kept in pending.spans if id(kept) not in taken]
+        if pending.settled:
+            pending.settled.difference_update(_span_ids(members))
 
 
 def _subtree(spans: list[ReadableSpan], root_span_id: int) -> list[ReadableSpan]:
