@@ -221,3 +221,35 @@ def test_a_grpc_message_over_the_size_limit_counts_as_too_large_not_abandoned(
             assert export(body, timeout=10, compression=compression) == b""
         expected = {semconv.GATEWAY_OUTCOME_TOO_LARGE: 1, semconv.GATEWAY_OUTCOME_OK: 1}
         assert eventually(lambda: _outcomes(running) == expected), _outcomes(running)
+
+
+def test_grpc_bdp_probing_is_off_by_default_and_a_setting(
+    downstream: DownstreamReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BDP probing grows every connection's HTTP/2 windows, so what grpcio buffers of messages not read yet
+    (calls waiting for a slot) grows with the connections: off unless asked for (memory measured with
+    benchmarks/grpc_memory.py, see docs/gateway.md). Calls are still served with it off."""
+    servers: list[dict[str, Any]] = []
+    real_server = grpc.aio.server
+
+    def recording_server(*args: Any, **kwargs: Any) -> Any:
+        servers.append(dict(kwargs.get("options") or ()))
+        return real_server(*args, **kwargs)
+
+    monkeypatch.setattr(grpc.aio, "server", recording_server)
+    parse = build_parser().parse_args
+    assert not config_from_arguments(parse([]), {}).grpc_bdp_probe
+    assert config_from_arguments(parse([]), {"RAG_CONFIDENCE_GATEWAY_GRPC_BDP_PROBE": "true"}).grpc_bdp_probe
+    assert config_from_arguments(parse(["--grpc-bdp-probe"]), {}).grpc_bdp_probe
+    variable_on = {"RAG_CONFIDENCE_GATEWAY_GRPC_BDP_PROBE": "on"}
+    assert not config_from_arguments(parse(["--no-grpc-bdp-probe"]), variable_on).grpc_bdp_probe
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    for setting in (False, True):
+        with (
+            running_gateway(test_config(grpc_bdp_probe=setting)) as running,
+            grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}") as channel,
+        ):
+            assert channel.unary_unary(_EXPORT)(body, timeout=10) == b""
+    assert [options.get("grpc.http2.bdp_probe") for options in servers] == [0, 1]

@@ -71,6 +71,9 @@ class GrpcListener:
                 # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
                 # before a request reaches memory here.
                 ("grpc.max_concurrent_streams", config.max_concurrent_requests + config.max_queued_requests),
+                # BDP probing grows each connection's flow-control windows past what a waiting call needs;
+                # a read in progress still opens the window to its whole message (one round trip).
+                ("grpc.http2.bdp_probe", 1 if config.grpc_bdp_probe else 0),
                 # grpcio sets SO_REUSEPORT by default: a second gateway (or any gRPC server) on the same port
                 # would start and take part of the traffic instead of failing to listen.
                 ("grpc.so_reuseport", 0),
