@@ -288,6 +288,8 @@ _NOT_VALUES = {
     "--scoring-config",
     "--no-scoring",
     "--scoring",
+    "--grpc-bdp-probe",
+    "--no-grpc-bdp-probe",
     "--log-level",
 }
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 import pytest
@@ -17,6 +18,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from rag_confidence import semconv
 from rag_confidence.gateway import ListenAddress
 from rag_confidence.gateway.command import build_parser
 from rag_confidence.gateway.config import (
@@ -91,6 +93,14 @@ def _retried_by_a_collector(error: grpc.RpcError) -> bool:
     return any(detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for detail in status.details)
 
 
+def _outcomes(running: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION):
+        outcome = str(point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME))
+        counts[outcome] = counts.get(outcome, 0) + point.count
+    return counts
+
+
 def test_calls_past_every_grpc_bound_are_refused_retryably_never_dropped(
     downstream: DownstreamReceiver,
 ) -> None:
@@ -138,8 +148,6 @@ def test_grpc_calls_given_up_before_their_message_is_in_are_abandoned_and_free_t
     for a call without a message) nor ``internal`` (a cancellation out of the slot wait)."""
     import logging
 
-    from rag_confidence import semconv
-
     memory = InMemorySpanExporter()
     plain_trace(tracer_provider(memory, batch=False), spans=2)
     body = encode_spans(memory.get_finished_spans()).SerializeToString()
@@ -179,16 +187,8 @@ def test_grpc_calls_given_up_before_their_message_is_in_are_abandoned_and_free_t
             never.set()
             channel.close()
         assert downstream.wait_for_spans(2)
-
-        def outcomes() -> dict[str, int]:
-            counts: dict[str, int] = {}
-            for point in running.metric_points(semconv.METRIC_GATEWAY_REQUEST_DURATION):
-                outcome = str(point.attributes.get(semconv.METRIC_ATTR_GATEWAY_OUTCOME))
-                counts[outcome] = counts.get(outcome, 0) + point.count
-            return counts
-
         expected = {semconv.GATEWAY_OUTCOME_ABANDONED: 3, semconv.GATEWAY_OUTCOME_OK: 1}
-        assert eventually(lambda: outcomes() == expected), outcomes()
+        assert eventually(lambda: _outcomes(running) == expected), _outcomes(running)
         in_flight = running.metric_points(semconv.METRIC_GATEWAY_ACTIVE_REQUESTS)
         assert [point.value for point in in_flight] == [0]
     logged = [
@@ -197,3 +197,59 @@ def test_grpc_calls_given_up_before_their_message_is_in_are_abandoned_and_free_t
         if record.levelno >= logging.WARNING and record.name.startswith(("grpc", "rag_confidence"))
     ]
     assert not logged, caplog.text
+
+
+@pytest.mark.parametrize("compression", [None, grpc.Compression.Gzip])
+def test_a_grpc_message_over_the_size_limit_counts_as_too_large_not_abandoned(
+    downstream: DownstreamReceiver, compression: grpc.Compression | None
+) -> None:
+    """grpcio refuses a message past ``grpc.max_receive_message_length`` itself (before reading it) and the
+    handler only sees the call end: it must still count as the size refusal it is (``too_large``, as an
+    oversize HTTP body), not as a caller that gave up. A gzip message is limited once inflated."""
+    limit = 64 * 1024
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    oversize = body + b"\0" * (4 * limit)  # zero bytes: field 0 is invalid, but the size is refused first
+    with running_gateway(test_config(max_request_bytes=limit)) as running:
+        with grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}") as channel:
+            export = channel.unary_unary(_EXPORT)
+            with pytest.raises(grpc.RpcError) as refused:
+                export(oversize, timeout=10, compression=compression)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "larger than max" in (refused.value.details() or ""), refused.value.details()
+            assert export(body, timeout=10, compression=compression) == b""
+        expected = {semconv.GATEWAY_OUTCOME_TOO_LARGE: 1, semconv.GATEWAY_OUTCOME_OK: 1}
+        assert eventually(lambda: _outcomes(running) == expected), _outcomes(running)
+
+
+def test_grpc_bdp_probing_is_off_by_default_and_a_setting(
+    downstream: DownstreamReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BDP probing grows every connection's HTTP/2 windows, so what grpcio buffers of messages not read yet
+    (calls waiting for a slot) grows with the connections: off unless asked for (memory measured with
+    benchmarks/grpc_memory.py, see docs/gateway.md). Calls are still served with it off."""
+    servers: list[dict[str, Any]] = []
+    real_server = grpc.aio.server
+
+    def recording_server(*args: Any, **kwargs: Any) -> Any:
+        servers.append(dict(kwargs.get("options") or ()))
+        return real_server(*args, **kwargs)
+
+    monkeypatch.setattr(grpc.aio, "server", recording_server)
+    parse = build_parser().parse_args
+    assert not config_from_arguments(parse([]), {}).grpc_bdp_probe
+    assert config_from_arguments(parse([]), {"RAG_CONFIDENCE_GATEWAY_GRPC_BDP_PROBE": "true"}).grpc_bdp_probe
+    assert config_from_arguments(parse(["--grpc-bdp-probe"]), {}).grpc_bdp_probe
+    variable_on = {"RAG_CONFIDENCE_GATEWAY_GRPC_BDP_PROBE": "on"}
+    assert not config_from_arguments(parse(["--no-grpc-bdp-probe"]), variable_on).grpc_bdp_probe
+    memory = InMemorySpanExporter()
+    plain_trace(tracer_provider(memory, batch=False), spans=2)
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    for setting in (False, True):
+        with (
+            running_gateway(test_config(grpc_bdp_probe=setting)) as running,
+            grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}") as channel,
+        ):
+            assert channel.unary_unary(_EXPORT)(body, timeout=10) == b""
+    assert [options.get("grpc.http2.bdp_probe") for options in servers] == [0, 1]

@@ -41,6 +41,7 @@ ENV_MAX_ANSWERS = ENV_PREFIX + "MAX_ANSWERS_PER_REQUEST"
 ENV_SHUTDOWN_TIMEOUT = ENV_PREFIX + "SHUTDOWN_TIMEOUT"
 ENV_SCORING_CONFIG = ENV_PREFIX + "SCORING_CONFIG"
 ENV_NO_SCORING = ENV_PREFIX + "NO_SCORING"
+ENV_GRPC_BDP_PROBE = ENV_PREFIX + "GRPC_BDP_PROBE"
 # The flag each numeric variable stands for, to name what the user actually wrote in an error.
 _FLAG_OF_ENV = {
     ENV_MAX_REQUEST_BYTES: "--max-request-bytes",
@@ -140,6 +141,9 @@ class GatewayConfig:
     shutdown_timeout: float = 30.0
     scoring_enabled: bool = True
     scoring_config: Mapping[str, object] | None = None
+    # Off: grpcio's BDP probing grows every connection's HTTP/2 windows, so what it buffers of messages the
+    # gateway has not read yet (calls waiting for a slot) grows with the number of connections (docs/gateway.md).
+    grpc_bdp_probe: bool = False
 
     def __post_init__(self) -> None:
         if self.grpc_listen is None and self.http_listen is None:
@@ -256,6 +260,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"longest drain of in-flight requests on SIGTERM (env {ENV_SHUTDOWN_TIMEOUT}; default 30)",
     )
+    limits.add_argument(
+        "--grpc-bdp-probe",
+        action="store_true",
+        default=None,
+        help=f"let grpcio grow each connection's HTTP/2 flow-control windows (BDP probing): more memory per "
+        f"connection for calls not yet read, for long-RTT links (env {ENV_GRPC_BDP_PROBE}; default off)",
+    )
+    limits.add_argument(
+        "--no-grpc-bdp-probe",
+        dest="grpc_bdp_probe",
+        action="store_false",
+        help=f"keep BDP probing off (the default), also when {ENV_GRPC_BDP_PROBE} says otherwise",
+    )
     security = parser.add_argument_group("security")
     security.add_argument(
         "--auth-token-file",
@@ -363,6 +380,9 @@ def config_from_arguments(
         _check_tls(tls)
 
     no_scoring = args.no_scoring if args.no_scoring is not None else _truthy(env.get(ENV_NO_SCORING))
+    bdp_probe = args.grpc_bdp_probe
+    if bdp_probe is None:
+        bdp_probe = _truthy(env.get(ENV_GRPC_BDP_PROBE), ENV_GRPC_BDP_PROBE)
     scoring_config_path = pick(args.scoring_config, ENV_SCORING_CONFIG)
     try:
         return GatewayConfig(
@@ -390,6 +410,7 @@ def config_from_arguments(
             shutdown_timeout=number(args.shutdown_timeout, ENV_SHUTDOWN_TIMEOUT, 30.0, float),
             scoring_enabled=not no_scoring,
             scoring_config=_load_scoring_config(scoring_config_path) if scoring_config_path else None,
+            grpc_bdp_probe=bdp_probe,
         )
     except ConfigValidationError as error:
         # The checks name flags; say the variable instead when that is what the user set.

@@ -5,7 +5,9 @@ request its generated deserializer cannot parse with ``INTERNAL``, and a client 
 The handler is a stream-unary one (a unary client sees no difference on the wire), so that the token and a
 processing slot are checked before the message is read: a call the gateway cannot take now is refused
 retryably without holding its message, as on the HTTP listener. Message size (after decompression) is
-limited by grpcio itself (``grpc.max_receive_message_length``), which answers ``RESOURCE_EXHAUSTED``.
+limited by grpcio itself (``grpc.max_receive_message_length``), which answers ``RESOURCE_EXHAUSTED`` on the
+message's length prefix, before reading it: raising grpcio's limit to check the size here would mean holding
+each oversize message (or inflating a gzip bomb) first. The call is counted ``too_large``, as on HTTP.
 Retryable errors carry ``RetryInfo`` both where the Python SDK looks (``google.rpc.retryinfo-bin``) and where
 gRPC's rich status lives (``grpc-status-details-bin``, read by Go).
 """
@@ -38,6 +40,22 @@ _STATUS_CODES = {status.value[0]: status for status in grpc.StatusCode}
 _AUTHORIZATION = "authorization"
 
 
+def _refused_by_grpcio(context: Any, deadline: float) -> bool:
+    """Whether a call whose read came to EOF was ended by grpcio itself, before its deadline: by refusing its
+    message as too large (the size limit is grpcio's, checked on the message's length prefix before it is
+    read, so the gateway never sees the message).
+
+    grpcio gives the handler no status for it, but a call ended on the server's side has lost its peer by the
+    time the read ends, while one cancelled by its client still has it (seen with grpcio 1.85; pinned by
+    tests/test_gateway_listeners.py). Its deadline passing also ends a call on the server's side: that one is
+    abandoned, as is a client's cancel.
+    """
+    if time.monotonic() >= deadline:
+        return False
+    peer: str = context.peer() or ""
+    return not peer
+
+
 class GrpcListener:
     def __init__(self, gateway: Gateway, address: ListenAddress) -> None:
         self._gateway = gateway
@@ -53,6 +71,9 @@ class GrpcListener:
                 # Per connection, streams beyond this wait in the client (HTTP/2 flow control): backpressure
                 # before a request reaches memory here.
                 ("grpc.max_concurrent_streams", config.max_concurrent_requests + config.max_queued_requests),
+                # BDP probing grows each connection's flow-control windows past what a waiting call needs;
+                # a read in progress still opens the window to its whole message (one round trip).
+                ("grpc.http2.bdp_probe", 1 if config.grpc_bdp_probe else 0),
                 # grpcio sets SO_REUSEPORT by default: a second gateway (or any gRPC server) on the same port
                 # would start and take part of the traffic instead of failing to listen.
                 ("grpc.so_reuseport", 0),
@@ -112,14 +133,19 @@ class GrpcListener:
                     if body is grpc.aio.EOF:
                         # EOF also comes when the call itself has ended: its deadline passed, its client
                         # cancelled it, or grpcio refused a message past the size limit (answering
-                        # RESOURCE_EXHAUSTED itself). Then no status can be sent any more, grpcio raises its
-                        # InternalError instead, and the call stays abandoned (the three look alike here).
+                        # RESOURCE_EXHAUSTED itself). Then no status can be sent any more and grpcio raises
+                        # its own error instead of AbortError.
+                        refused = _refused_by_grpcio(context, deadline)
                         try:
                             await context.abort(
                                 grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request message"
                             )
                         except grpc.aio.AbortError:
                             label = semconv.GATEWAY_OUTCOME_INVALID
+                            raise
+                        except Exception:
+                            if refused:
+                                label = semconv.GATEWAY_OUTCOME_TOO_LARGE
                             raise
                     label = semconv.GATEWAY_OUTCOME_INTERNAL
                     work = asyncio.get_running_loop().run_in_executor(
