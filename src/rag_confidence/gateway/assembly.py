@@ -44,7 +44,7 @@ Item = TypeVar("Item")
 #: the 16 bytes as received: hashed once, and no int to make), the items, the bytes they take, whether any of them
 #: may make the trace an answer, whether they hold its root. A plain tuple: the gateway builds one per trace of
 #: every request.
-Part: TypeAlias = tuple[Hashable, Sequence[Item], int, bool, bool]
+Part: TypeAlias = tuple[Hashable, list[Item], int, bool, bool]
 
 
 class _Entry(Generic[Item]):
@@ -136,7 +136,7 @@ class AssemblyWindow(Generic[Item]):
         """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
         ``may_answer``. Remembers ``items`` (``size`` bytes) too, within the bounds; ``complete``: they hold
         the trace's root."""
-        return self.assemble_all([(trace_id, items, size, may_answer, complete)])[0]
+        return self.assemble_all([(trace_id, list(items), size, may_answer, complete)])[0]
 
     def assemble_all(self, parts: Sequence[Part[Item]]) -> list[tuple[list[Item], bool]]:
         """:meth:`assemble` for the parts of one request (of distinct traces), in their order: what each
@@ -153,21 +153,27 @@ class AssemblyWindow(Generic[Item]):
 
     def _assemble(self, part: Part[Item], now: float, evicted: dict[str, int]) -> tuple[list[Item], bool]:
         trace_id, items, size, may_answer, complete = part
-        entry = self._waiting.pop(trace_id, None)
+        # Looked up, not popped: a trace that stays where it is (most do) only moves to the end.
+        held: OrderedDict[Hashable, _Entry[Item]] | None = self._waiting
+        entry = self._waiting.get(trace_id)
         if entry is None:
-            entry = self._complete.pop(trace_id, None)
+            held = self._complete
+            entry = self._complete.get(trace_id)
             complete = complete or entry is not None  # where it was kept says whether its root came
         if entry is None:
+            held = None
             entry = _Entry()
         else:
             self._bytes -= entry.size
         may_answer = may_answer or entry.may_answer
         assembled = [*entry.items, *items]
-        if _kept_already(entry, items):
-            pass  # sent again: kept already
+        if not items or _kept_already(entry, items):
+            pass  # nothing to keep, or sent again: kept already
         elif size > self._max_bytes:  # one request beyond the byte bound: the trace cannot be kept
-            entry = None
+            if held is not None:
+                del held[trace_id]
             self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
+            return assembled, may_answer
         elif len(assembled) <= self._max_spans:
             entry.starts.append(len(entry.items))
             entry.items = assembled
@@ -175,12 +181,17 @@ class AssemblyWindow(Generic[Item]):
         elif not entry.capped:  # counted once per trace; its kept spans stay as they are
             entry.capped = True
             self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
-        if entry is not None:
-            entry.updated = now
-            entry.may_answer = may_answer
-            (self._complete if complete else self._waiting)[trace_id] = entry
-            self._bytes += entry.size
-            self._enforce_bounds(evicted)
+        entry.updated = now
+        entry.may_answer = may_answer
+        target = self._complete if complete else self._waiting
+        if held is target:
+            target.move_to_end(trace_id)
+        else:
+            if held is not None:
+                del held[trace_id]
+            target[trace_id] = entry
+        self._bytes += entry.size
+        self._enforce_bounds(evicted)
         return assembled, may_answer
 
     def _expire(self, now: float, evicted: dict[str, int]) -> None:
@@ -226,18 +237,18 @@ class AssemblyWindow(Generic[Item]):
                 self._on_evict(reason, count)
 
 
-def _kept_already(entry: _Entry[Item], items: Sequence[Item]) -> bool:
+def _kept_already(entry: _Entry[Item], items: list[Item]) -> bool:
     """Whether ``entry`` kept a request of exactly these ``items``, in this order (a retry).
 
     Compared, not hashed: most requests of a trace have no earlier one of their length, and then no item is read.
     """
     count = len(items)
-    if not count:
-        return False  # nothing to keep twice
     kept = entry.items
     starts = entry.starts
-    for index, start in enumerate(starts):
-        end = starts[index + 1] if index + 1 < len(starts) else len(kept)
-        if end - start == count and all(kept[start + offset] == items[offset] for offset in range(count)):
+    last = len(starts) - 1
+    for index in range(len(starts)):
+        start = starts[index]
+        end = starts[index + 1] if index < last else len(kept)
+        if end - start == count and kept[start:end] == items:
             return True
     return False

@@ -83,7 +83,12 @@ def _resource_spans(body: bytes, position: int, end: int, scopes: list[list[byte
 def _scope_spans(body: bytes, position: int, end: int) -> list[bytes] | None:
     spans: list[bytes] = []
     while position < end:
-        key, position = _varint(body, position, end)
+        # The loop of every span: its key is one byte (the varint call is for other fields).
+        key = body[position]
+        if key < 0x80:
+            position += 1
+        else:
+            key, position = _varint(body, position, end)
         if key == _SPANS:
             length, position = _varint(body, position, end)
             stop = position + length
