@@ -764,3 +764,37 @@ def test_the_window_keeps_spans_as_the_sender_encoded_them() -> None:
         for group in find_answers([to_record(span) for span in (*children, answer)])
     }
     assert downstream.totals["answer"] == whole["answer"]
+
+
+def test_the_window_keeps_the_valid_spans_of_a_request_whichever_way_it_came() -> None:
+    # Invalid spans (rejected, never forwarded) among the valid ones: the window keeps the valid spans' bytes,
+    # from the protobuf body's runs or, for JSON, serialized; either way the answer is scored with its children.
+    import json
+
+    from tests.test_gateway_e2e import _otlp_json
+
+    children, answer = _sdk_rag_trace()
+    invalid = ProtoSpan(trace_id=bytes(16), span_id=b"\x01" * 8, name="invalid")
+    for content_type in ("application/x-protobuf", "application/json"):
+        request = ExportTraceServiceRequest()
+        scope = request.resource_spans.add().scope_spans.add()
+        scope.spans.extend([invalid, children[0], invalid, invalid, children[1], invalid])
+        body = (
+            request.SerializeToString()
+            if content_type.endswith("protobuf")
+            else json.dumps(_otlp_json(request)).encode()
+        )
+        downstream = _Recording()
+        gateway = _windowed(downstream)
+        outcome = gateway.process("grpc", body, content_type, None)
+        assert outcome.error is None and outcome.response.partial_success.rejected_spans == 4
+        assert gateway.window is not None
+        assert gateway.window.size_bytes == sum(len(span.SerializeToString()) for span in children)
+        last = ExportTraceServiceRequest()
+        last.resource_spans.add().scope_spans.add().spans.append(answer)
+        assert gateway.process("grpc", last.SerializeToString(), "application/x-protobuf", None).error is None
+        whole = {
+            group.answer.name: AnswerScorer().score(group.spans).attributes[semconv.RAG_CONFIDENCE_TOTAL]
+            for group in find_answers([to_record(span) for span in (*children, answer)])
+        }
+        assert downstream.totals["answer"] == whole["answer"], content_type
