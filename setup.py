@@ -18,7 +18,7 @@ from setuptools import setup
 
 # Modules that only compute on plain data: the scoring core, its plain-data validator, signal extraction
 # (span records -> inputs), and the per-request path around them that every span or answer runs through: the
-# gateway's validation and record conversion, and the scorecard-to-attributes mapping. Models, records,
+# gateway's validation, record conversion and reading of span encodings, and the scorecard-to-attributes mapping. Models, records,
 # options and the code that drives the OpenTelemetry SDK stay Python; so does the gateway's screen, whose cost is
 # the byte counts of the body, already C.
 COMPILED = [
@@ -66,6 +66,8 @@ COMPILED = [
     "src/rag_confidence/otel/attributes.py",
     "src/rag_confidence/gateway/pipeline.py",
     "src/rag_confidence/gateway/spans.py",
+    "src/rag_confidence/gateway/assembly.py",
+    "src/rag_confidence/gateway/wire.py",
 ]
 
 

@@ -1,6 +1,6 @@
 """The gateway's request path counted in CPU instructions: a noise-free A/B of two builds. One command:
 
-    python benchmarks/bench_instructions.py [--requests 20] [--compare /other/venv/bin/python]
+    python benchmarks/bench_instructions.py [--requests 20] [--compare /other/venv/bin/python] [--only WORKLOAD]
 
 ``bench_gateway.py`` measures what the issue asks (spans per second against the pass-through, real gRPC on both
 sides), but on a shared 2-core machine its rounds move by ±10% and a 5% change in the scoring path disappears in
@@ -15,6 +15,12 @@ on). Left out, because both gateways pay it alike and instructions would not say
 clock: the gRPC server and client. So the pass-through here is the gateway's own part of its cost; its
 instructions per request and the scoring's extra per answer are the figures to compare, not a spans-per-second
 ratio.
+
+With the assembly window on (``--assembly-max-age 30``), the mixed request is counted twice more, pass-through and
+scoring: ``window`` sends the same request again and again, as bench_gateway.py does (every request after the first
+finds its 40 traces kept: each is a retry to the window), and ``window, fresh`` gives every request trace ids of its
+own (new traces, as a service's traffic brings them). Their figure is scoring against the pass-through with the
+window, the ratio bench_gateway.py's "assembly window on" row measures in spans per second.
 
 Also counted: bench_processor.py's traced pipeline (a root, two retrievers with 10 documents, a reranker, an LLM
 span) with BatchSpanProcessor alone and wrapped in ConfidenceSpanProcessor, every span encoded as the OTLP
@@ -40,6 +46,8 @@ WARM_UP = 3
 
 # (name, RAG answers, plain traces): the workloads of bench_gateway.py.
 WORKLOADS = (("mixed", 2, 38), ("answer-dense", 20, 20))
+# The mixed request with the assembly window on: (name, whether each request has trace ids of its own).
+WINDOW_WORKLOADS = (("window", False), ("window, fresh", True))
 
 
 def _instrumentation(state: str) -> None:
@@ -67,6 +75,21 @@ def processor_child(mode: str, traces: int) -> None:
     assert sink.spans == (WARM_UP + traces) * 5, "every span must reach the exporter"
 
 
+def fresh_bodies(body: bytes, count: int) -> list[bytes]:
+    """``body`` ``count`` times, each with trace ids (and parents' links to them) of its own."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    bodies: list[bytes] = []
+    for index in range(1, count + 1):
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    span.trace_id = (int.from_bytes(span.trace_id, "big") ^ index).to_bytes(16, "big")
+        bodies.append(request.SerializeToString())
+    return bodies
+
+
 def child(workload: str, mode: str, requests: int) -> None:
     """Runs inside valgrind: process ``requests`` requests with instrumentation switched on around them."""
     if workload == "processor":
@@ -77,7 +100,7 @@ def child(workload: str, mode: str, requests: int) -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from rag_confidence.gateway.config import GatewayConfig
+    from rag_confidence.gateway.config import AssemblySettings, GatewayConfig
     from rag_confidence.gateway.decode import CONTENT_TYPE_PROTOBUF
     from rag_confidence.gateway.forward import ForwardResult
     from rag_confidence.gateway.service import Gateway
@@ -94,22 +117,32 @@ def child(workload: str, mode: str, requests: int) -> None:
         def shutdown(self) -> None:
             pass
 
-    rag, plain = next((rag, plain) for name, rag, plain in WORKLOADS if name == workload)
-    body, _ = build_request(rag, plain)
+    windowed = dict(WINDOW_WORKLOADS)
+    if workload in windowed:
+        body, _ = build_request()
+        bodies = (
+            fresh_bodies(body, WARM_UP + requests) if windowed[workload] else [body] * (WARM_UP + requests)
+        )
+        assembly = AssemblySettings(max_age=30.0)
+    else:
+        rag, plain = next((rag, plain) for name, rag, plain in WORKLOADS if name == workload)
+        body, _ = build_request(rag, plain)
+        bodies = [body] * (WARM_UP + requests)
+        assembly = AssemblySettings()
     gateway = Gateway(
-        GatewayConfig(scoring_enabled=mode == "scoring"),
+        GatewayConfig(scoring_enabled=mode == "scoring", assembly=assembly),
         EncodingForwarder(),  # type: ignore[arg-type]
         meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
     )
 
-    def run(count: int) -> None:
-        for _ in range(count):
+    def run(sent: list[bytes]) -> None:
+        for body in sent:
             outcome = gateway.process("grpc", body, CONTENT_TYPE_PROTOBUF, None)
             assert outcome.error is None, outcome.error
 
-    run(WARM_UP)
+    run(bodies[:WARM_UP])
     _instrumentation("on")
-    run(requests)
+    run(bodies[WARM_UP:])
     _instrumentation("off")
 
 
@@ -149,6 +182,10 @@ def main() -> int:
     parser.add_argument(
         "--compare", metavar="PYTHON", help="another interpreter (with its own install of the package)"
     )
+    names = [name for name, _, _ in WORKLOADS] + [name for name, _ in WINDOW_WORKLOADS] + ["processor"]
+    parser.add_argument(
+        "--only", action="append", choices=names, help="count only this workload (repeatable; default: all)"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -158,6 +195,7 @@ def main() -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (apt-get install -y valgrind); nothing measured", file=sys.stderr)
         return 2
+    chosen = set(args.only or names)
     builds = {"this": sys.executable}
     if args.compare:
         builds["compared"] = args.compare
@@ -172,30 +210,48 @@ def main() -> int:
         ).stdout.strip()
         print(f"{label}: {python} ({location})")
         for workload, rag, _ in WORKLOADS:
+            if workload not in chosen:
+                continue
             passing = count(python, workload, "pass-through", args.requests) / args.requests
             scoring = count(python, workload, "scoring", args.requests) / args.requests
             per_answer = (scoring - passing) / rag
             figures.setdefault(workload, {})[label] = (passing, per_answer)
             print(
-                f"  {workload:>12}: pass-through {passing / 1e6:6.2f} M, scoring {scoring / 1e6:6.2f} M, "
+                f"  {workload:>13}: pass-through {passing / 1e6:6.2f} M, scoring {scoring / 1e6:6.2f} M, "
                 f"extra per answer {per_answer / 1e6:5.2f} M"
             )
+        for workload, _ in WINDOW_WORKLOADS:
+            if workload not in chosen:
+                continue
+            passing = count(python, workload, "pass-through", args.requests) / args.requests
+            scoring = count(python, workload, "scoring", args.requests) / args.requests
+            figures.setdefault(workload, {})[label] = (passing, scoring)
+            print(
+                f"  {workload:>13}: pass-through {passing / 1e6:6.2f} M, scoring {scoring / 1e6:6.2f} M: "
+                f"scoring at {passing / scoring:.2f}x the pass-through's speed (bench_gateway.py's ratio "
+                "adds the gRPC both pay)"
+            )
+        if "processor" not in chosen:
+            continue
         alone = count(python, "processor", "pass-through", args.requests) / args.requests
         wrapped = count(python, "processor", "scoring", args.requests) / args.requests
         figures.setdefault("processor", {})[label] = (alone, wrapped - alone)
         print(
-            f"  {'processor':>12}: BatchSpanProcessor alone {alone / 1e6:6.2f} M per trace, wrapped "
+            f"  {'processor':>13}: BatchSpanProcessor alone {alone / 1e6:6.2f} M per trace, wrapped "
             f"{wrapped / 1e6:6.2f} M: {wrapped / alone:.2f}x (target of bench_processor.py: <= 1.10x in CPU)"
         )
     if args.compare:
         print("this build against the compared one:")
         for workload, by_build in figures.items():
             (pass_a, answer_a), (pass_b, answer_b) = by_build["this"], by_build["compared"]
+            second = (
+                "scoring"
+                if workload in dict(WINDOW_WORKLOADS)
+                else f"extra per {'trace' if workload == 'processor' else 'answer'}"
+            )
             print(
-                f"  {workload:>12}: {'alone' if workload == 'processor' else 'pass-through'} "
-                f"{100 * (pass_a / pass_b - 1):+5.1f}%, "
-                f"extra per {'trace' if workload == 'processor' else 'answer'} "
-                f"{100 * (answer_a / answer_b - 1):+5.1f}%"
+                f"  {workload:>13}: {'alone' if workload == 'processor' else 'pass-through'} "
+                f"{100 * (pass_a / pass_b - 1):+5.1f}%, {second} {100 * (answer_a / answer_b - 1):+5.1f}%"
             )
     return 0
 

@@ -666,3 +666,135 @@ def test_a_request_retried_after_its_roots_request_is_scored_with_the_whole_trac
     requests = (_body([retrieve, generate]), _body([answer_span]), _body([root_span]))
     sent = [span for body in requests for span in iter_spans(ExportTraceServiceRequest.FromString(body))]
     assert gateway.window.size_bytes == sum(len(span.SerializeToString()) for span in sent)
+
+
+# -- one call per request, retries compared, spans kept as they came -------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(1, 6), st.lists(st.sampled_from("abcd"), max_size=3), st.booleans()),
+            max_size=4,
+            unique_by=lambda part: part[0],
+        ),
+        max_size=12,
+    ),
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.integers(2, 12),
+)
+def test_a_requests_traces_assembled_at_once_are_assembled_as_one_by_one(
+    requests: list[list[tuple[int, list[str], bool]]], max_traces: int, max_spans: int, max_bytes: int
+) -> None:
+    def built() -> tuple[AssemblyWindow[str], list[tuple[str, int]]]:
+        reported: list[tuple[str, int]] = []
+        window = AssemblyWindow[str](
+            max_traces,
+            30.0,
+            max_bytes,
+            max_spans=max_spans,
+            on_evict=lambda reason, count: reported.append((reason, count)),
+            clock=lambda: 0.0,
+        )
+        return window, reported
+
+    (one_by_one, reported_one), (at_once, reported_all) = built(), built()
+    for request in requests:
+        expected = [
+            one_by_one.assemble(trace, items, len(items), may_answer=trace % 2 == 0, complete=root)
+            for trace, items, root in request
+        ]
+        parts = [(trace, items, len(items), trace % 2 == 0, root) for trace, items, root in request]
+        assert at_once.assemble_all(parts) == expected
+        assert (len(at_once), at_once.size_bytes) == (len(one_by_one), one_by_one.size_bytes)
+    assert at_once.evictions == one_by_one.evictions
+    totals: dict[str, int] = {}
+    for reason, count in reported_one:
+        totals[reason] = totals.get(reason, 0) + count
+    assert {reason: sum(n for r, n in reported_all if r == reason) for reason, _ in reported_all} == totals
+
+
+def test_a_retry_is_found_by_its_items_whatever_they_are() -> None:
+    # Items are compared, not hashed: unhashable ones (a dict per span) are found again too.
+    built = AssemblyWindow[dict[str, int]](max_traces=10, max_age=30.0, max_bytes=1_000)
+    built.assemble(1, [{"a": 1}, {"b": 2}], 20, may_answer=False)
+    assert built.assemble(1, [{"a": 1}, {"b": 2}], 20, may_answer=False)[0] == [{"a": 1}, {"b": 2}] * 2
+    assert built.size_bytes == 20
+    built.assemble(1, [{"a": 1}], 10, may_answer=False)  # a part of a request kept is another request
+    assert built.size_bytes == 30
+    for _ in range(3):  # nothing to keep: nothing kept, nothing counted
+        assert built.assemble(1, [], 0, may_answer=False)[0] == [{"a": 1}, {"b": 2}, {"a": 1}]
+    assert built.size_bytes == 30
+
+
+def _raw_body(spans: list[bytes]) -> bytes:
+    """An ExportTraceServiceRequest holding these span encodings in one scope, as a sender encoded them."""
+
+    def field(number: int, payload: bytes) -> bytes:
+        length, prefix = len(payload), bytearray()
+        while length >= 0x80:
+            prefix.append(length & 0x7F | 0x80)
+            length >>= 7
+        prefix.append(length)
+        return bytes([number << 3 | 2]) + bytes(prefix) + payload
+
+    return field(1, field(2, b"".join(field(2, span) for span in spans)))
+
+
+def test_the_window_keeps_spans_as_the_sender_encoded_them() -> None:
+    # A sender that writes a default value out (kind = 0, which protobuf would not write again): the window
+    # keeps, counts and compares the bytes received, and decodes the same spans from them.
+    children, answer = _sdk_rag_trace()
+    explicit_kind = bytes([6 << 3 | 0, 0])
+    sent = [span.SerializeToString() + explicit_kind for span in children]
+    downstream = _Recording()
+    gateway = _windowed(downstream)
+    assert gateway.process("grpc", _raw_body(sent), "application/x-protobuf", None).error is None
+    assert gateway.window is not None and gateway.window.size_bytes == sum(len(span) for span in sent)
+    assert gateway.process("grpc", _raw_body(sent), "application/x-protobuf", None).error is None  # a retry
+    assert gateway.window.size_bytes == sum(len(span) for span in sent)
+    answered = gateway.process(
+        "grpc", _raw_body([answer.SerializeToString()]), "application/x-protobuf", None
+    )
+    assert answered.error is None
+    whole = {
+        group.answer.name: AnswerScorer().score(group.spans).attributes[semconv.RAG_CONFIDENCE_TOTAL]
+        for group in find_answers([to_record(span) for span in (*children, answer)])
+    }
+    assert downstream.totals["answer"] == whole["answer"]
+
+
+def test_the_window_keeps_the_valid_spans_of_a_request_whichever_way_it_came() -> None:
+    # Invalid spans (rejected, never forwarded) among the valid ones: the window keeps the valid spans' bytes,
+    # from the protobuf body's runs or, for JSON, serialized; either way the answer is scored with its children.
+    import json
+
+    from tests.test_gateway_e2e import _otlp_json
+
+    children, answer = _sdk_rag_trace()
+    invalid = ProtoSpan(trace_id=bytes(16), span_id=b"\x01" * 8, name="invalid")
+    for content_type in ("application/x-protobuf", "application/json"):
+        request = ExportTraceServiceRequest()
+        scope = request.resource_spans.add().scope_spans.add()
+        scope.spans.extend([invalid, children[0], invalid, invalid, children[1], invalid])
+        body = (
+            request.SerializeToString()
+            if content_type.endswith("protobuf")
+            else json.dumps(_otlp_json(request)).encode()
+        )
+        downstream = _Recording()
+        gateway = _windowed(downstream)
+        outcome = gateway.process("grpc", body, content_type, None)
+        assert outcome.error is None and outcome.response.partial_success.rejected_spans == 4
+        assert gateway.window is not None
+        assert gateway.window.size_bytes == sum(len(span.SerializeToString()) for span in children)
+        last = ExportTraceServiceRequest()
+        last.resource_spans.add().scope_spans.add().spans.append(answer)
+        assert gateway.process("grpc", last.SerializeToString(), "application/x-protobuf", None).error is None
+        whole = {
+            group.answer.name: AnswerScorer().score(group.spans).attributes[semconv.RAG_CONFIDENCE_TOTAL]
+            for group in find_answers([to_record(span) for span in (*children, answer)])
+        }
+        assert downstream.totals["answer"] == whole["answer"], content_type

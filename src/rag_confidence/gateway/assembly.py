@@ -32,24 +32,35 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, TypeAlias, TypeVar
 
 from .. import semconv
 
 Item = TypeVar("Item")
 
 
-@dataclass(slots=True)
+#: The spans of one trace in a request, for :meth:`AssemblyWindow.assemble_all`: the trace id (the gateway's are
+#: the 16 bytes as received: hashed once, and no int to make), the items, the bytes they take, whether any of them
+#: may make the trace an answer, whether they hold its root. A plain tuple: the gateway builds one per trace of
+#: every request.
+Part: TypeAlias = tuple[Hashable, list[Item], int, bool, bool]
+
+
 class _Entry(Generic[Item]):
-    items: list[Item] = field(default_factory=list)
-    size: int = 0
-    updated: float = 0.0
-    may_answer: bool = False
-    capped: bool = False  # a request of it was not kept for max_spans (counted the first time)
-    # Fingerprints of the requests kept: a retry is not kept twice.
-    requests: set[int] = field(default_factory=set)
+    """What the window holds of one trace."""
+
+    # A plain class, not a dataclass: mypyc compiles it to a native one (it cannot a generic slotted dataclass).
+    __slots__ = ("capped", "items", "may_answer", "size", "starts", "updated")
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.size = 0
+        self.updated = 0.0
+        self.may_answer = False
+        self.capped = False  # a request of it was not kept for max_spans (counted the first time)
+        # Where each request kept begins among the items: a retry (the same items again) is not kept twice.
+        self.starts: list[int] = []
 
 
 class AssemblyWindow(Generic[Item]):
@@ -82,8 +93,8 @@ class AssemblyWindow(Generic[Item]):
         self._on_evict = on_evict
         self._clock = clock
         # Least recently updated first; complete traces apart, so bounds let them go before any incomplete one.
-        self._waiting: OrderedDict[int, _Entry[Item]] = OrderedDict()
-        self._complete: OrderedDict[int, _Entry[Item]] = OrderedDict()
+        self._waiting: OrderedDict[Hashable, _Entry[Item]] = OrderedDict()
+        self._complete: OrderedDict[Hashable, _Entry[Item]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.evictions: dict[str, int] = {
@@ -114,46 +125,73 @@ class AssemblyWindow(Generic[Item]):
         return left
 
     def assemble(
-        self, trace_id: int, items: Sequence[Item], size: int, *, may_answer: bool, complete: bool = False
+        self,
+        trace_id: Hashable,
+        items: Sequence[Item],
+        size: int,
+        *,
+        may_answer: bool,
+        complete: bool = False,
     ) -> tuple[list[Item], bool]:
         """The earlier items of ``trace_id`` followed by ``items``, and whether any request of the trace so far
         ``may_answer``. Remembers ``items`` (``size`` bytes) too, within the bounds; ``complete``: they hold
         the trace's root."""
+        return self.assemble_all([(trace_id, list(items), size, may_answer, complete)])[0]
+
+    def assemble_all(self, parts: Sequence[Part[Item]]) -> list[tuple[list[Item], bool]]:
+        """:meth:`assemble` for the parts of one request (of distinct traces), in their order: what each
+        would answer called one after the other, for one look at the clock and one turn of the lock."""
         now = self._clock()
         evicted: dict[str, int] = {}
+        results: list[tuple[list[Item], bool]] = []
         with self._lock:
             self._expire(now, evicted)
-            entry = self._waiting.pop(trace_id, None)
-            if entry is None:
-                entry = self._complete.pop(trace_id, None)
-                complete = complete or entry is not None  # where it was kept says whether its root came
-            if entry is None:
-                entry = _Entry()
-            else:
-                self._bytes -= entry.size
-            may_answer = may_answer or entry.may_answer
-            assembled = [*entry.items, *items]
-            fingerprint = _fingerprint(items)
-            if fingerprint is not None and fingerprint in entry.requests:
-                pass  # sent again: kept already
-            elif size > self._max_bytes:  # one request beyond the byte bound: the trace cannot be kept
-                entry = None
-                self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
-            elif len(assembled) <= self._max_spans:
-                entry.items = assembled
-                entry.size += size
-                if fingerprint is not None:
-                    entry.requests.add(fingerprint)
-            elif not entry.capped:  # counted once per trace; its kept spans stay as they are
-                entry.capped = True
-                self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
-            if entry is not None:
-                entry.updated = now
-                entry.may_answer = may_answer
-                (self._complete if complete else self._waiting)[trace_id] = entry
-                self._bytes += entry.size
-                self._enforce_bounds(evicted)
+            for part in parts:
+                results.append(self._assemble(part, now, evicted))
         self._report(evicted)
+        return results
+
+    def _assemble(self, part: Part[Item], now: float, evicted: dict[str, int]) -> tuple[list[Item], bool]:
+        trace_id, items, size, may_answer, complete = part
+        # Looked up, not popped: a trace that stays where it is (most do) only moves to the end.
+        held: OrderedDict[Hashable, _Entry[Item]] | None = self._waiting
+        entry = self._waiting.get(trace_id)
+        if entry is None:
+            held = self._complete
+            entry = self._complete.get(trace_id)
+            complete = complete or entry is not None  # where it was kept says whether its root came
+        if entry is None:
+            held = None
+            entry = _Entry()
+        else:
+            self._bytes -= entry.size
+        may_answer = may_answer or entry.may_answer
+        assembled = [*entry.items, *items]
+        if not items or _kept_already(entry, items):
+            pass  # nothing to keep, or sent again: kept already
+        elif size > self._max_bytes:  # one request beyond the byte bound: the trace cannot be kept
+            if held is not None:
+                del held[trace_id]
+            self._count(semconv.GATEWAY_EVICTION_MEMORY, evicted)
+            return assembled, may_answer
+        elif len(assembled) <= self._max_spans:
+            entry.starts.append(len(entry.items))
+            entry.items = assembled
+            entry.size += size
+        elif not entry.capped:  # counted once per trace; its kept spans stay as they are
+            entry.capped = True
+            self._count(semconv.GATEWAY_EVICTION_MAX_SPANS, evicted)
+        entry.updated = now
+        entry.may_answer = may_answer
+        target = self._complete if complete else self._waiting
+        if held is target:
+            target.move_to_end(trace_id)
+        else:
+            if held is not None:
+                del held[trace_id]
+            target[trace_id] = entry
+        self._bytes += entry.size
+        self._enforce_bounds(evicted)
         return assembled, may_answer
 
     def _expire(self, now: float, evicted: dict[str, int]) -> None:
@@ -165,9 +203,10 @@ class AssemblyWindow(Generic[Item]):
                 self._drop(entries, trace_id, reason, evicted)
 
     def _enforce_bounds(self, evicted: dict[str, int]) -> None:
-        while len(self) > self._max_traces:
+        # Runs for every trace of every request: the counts are read directly, not through __len__.
+        while len(self._waiting) + len(self._complete) > self._max_traces:
             self._drop_oldest(semconv.PIPELINE_EVICTION_MAX_TRACES, evicted)
-        while self._bytes > self._max_bytes and len(self):
+        while self._bytes > self._max_bytes and (self._waiting or self._complete):
             self._drop_oldest(semconv.GATEWAY_EVICTION_MEMORY, evicted)
 
     def _drop_oldest(self, reason: str, evicted: dict[str, int]) -> None:
@@ -178,8 +217,8 @@ class AssemblyWindow(Generic[Item]):
 
     def _drop(
         self,
-        entries: OrderedDict[int, _Entry[Item]],
-        trace_id: int,
+        entries: OrderedDict[Hashable, _Entry[Item]],
+        trace_id: Hashable,
         reason: str | None,
         evicted: dict[str, int],
     ) -> None:
@@ -198,9 +237,18 @@ class AssemblyWindow(Generic[Item]):
                 self._on_evict(reason, count)
 
 
-def _fingerprint(items: Sequence[Any]) -> int | None:
-    """Equal for the same items in the same order (a request sent again); None for unhashable items."""
-    try:
-        return hash(tuple(items))
-    except TypeError:
-        return None
+def _kept_already(entry: _Entry[Item], items: list[Item]) -> bool:
+    """Whether ``entry`` kept a request of exactly these ``items``, in this order (a retry).
+
+    Compared, not hashed: most requests of a trace have no earlier one of their length, and then no item is read.
+    """
+    count = len(items)
+    kept = entry.items
+    starts = entry.starts
+    last = len(starts) - 1
+    for index in range(len(starts)):
+        start = starts[index]
+        end = starts[index + 1] if index < last else len(kept)
+        if end - start == count and kept[start:end] == items:
+            return True
+    return False

@@ -21,10 +21,11 @@ from ..otel.answer_scoring import AnswerScorer
 from ..scoring.models import ConfidenceScorecard
 from ..signals.answers import find_answers
 from ..signals.records import SpanRecord
-from .assembly import AssemblyWindow
+from .assembly import AssemblyWindow, Part
 from .config import DEFAULT_MAX_ANSWERS_PER_REQUEST
 from .screen import Screen
-from .spans import is_root, parent_is_local, set_attributes, to_record
+from .spans import parent_is_local, set_attributes, to_record
+from .wire import span_encodings
 
 _logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class TracePipeline:
         (it lets the screen skip fields no span can pass on, see :mod:`.screen`)."""
         prepared = Prepared(request)
         scorer = self._scorer
+        window = self._window if scorer is not None else None
         # A trace with no retrieval and no marked answer holds no answer and needs no records at all. Without the
         # window a request is all the gateway sees of a trace; with it, such a trace is remembered (encoded) in
         # case a later request brings its retrieval.
@@ -97,26 +99,46 @@ class TracePipeline:
         kept: list[ProtoSpan] = []
         trace_ids: list[bytes] = []
         scopes: list[tuple[ScopeSpans, int, int]] = []
+        # The window keeps spans encoded: a protobuf body holds the encoding of every span already (the runs
+        # of each ScopeSpans, see :mod:`.wire`), the valid ones' go beside ``kept``. None: serialize them.
+        runs = span_encodings(payload) if window is not None and payload is not None else None
+        encoded: list[bytes] | None = [] if runs is not None else None
+        roots: set[bytes] | None = set() if window is not None else None
+        scope_index = 0
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 spans = scope_spans.spans
+                own: list[bytes] | None = None
+                if runs is not None:
+                    own = runs[scope_index] if scope_index < len(runs) else None
+                    scope_index += 1
                 if not spans:
                     continue
                 first = len(kept)
-                invalid = _keep_valid(spans[:], kept, trace_ids)  # a slice copies the items out in C
+                invalid = _keep_valid(spans[:], kept, trace_ids, roots)  # a slice copies the items out in C
+                if encoded is not None:
+                    if own is None or len(own) != len(spans):  # not the request protobuf decoded: serialize
+                        runs = encoded = None
+                    elif invalid:
+                        skipped = set(invalid)
+                        encoded.extend(run for index, run in enumerate(own) if index not in skipped)
+                    else:
+                        encoded.extend(own)
                 prepared.received += len(spans)
                 if invalid:
                     _drop(spans, invalid, kept, first)
                     prepared.rejected += len(invalid)
                 if len(kept) > first:
                     scopes.append((scope_spans, first, len(kept)))
+        if runs is not None and scope_index != len(runs):
+            encoded = None
         if scorer is None or screen is None or not kept:
             return prepared
         answering = screen.answering_traces(
             scopes, kept, trace_ids, by_scope=payload is None or len(scopes) > 1
         )
-        if self._window is not None:
-            self._score_with_window(scorer, self._window, kept, trace_ids, answering, prepared)
+        if window is not None and roots is not None:
+            self._score_with_window(scorer, window, kept, trace_ids, encoded, roots, answering, prepared)
         elif answering:
             # One pass over all answering traces: find_answers keys spans by (trace, span) id.
             spans = [span for span, trace_id in zip(kept, trace_ids, strict=True) if trace_id in answering]
@@ -127,40 +149,59 @@ class TracePipeline:
         self,
         scorer: AnswerScorer,
         window: AssemblyWindow[bytes],
-        kept: Sequence[ProtoSpan],
-        trace_ids: Sequence[bytes],
+        kept: list[ProtoSpan],
+        trace_ids: list[bytes],
+        encoded: list[bytes] | None,
+        roots: set[bytes],
         answering: set[bytes],
         prepared: Prepared,
     ) -> None:
-        """Score each trace of the request with its spans from earlier requests, once any of them may answer."""
-        by_trace: dict[bytes, list[ProtoSpan]] = {}
-        for span, trace_id in zip(kept, trace_ids, strict=True):
-            by_trace.setdefault(trace_id, []).append(span)
-        for trace_id, spans in by_trace.items():
-            # Kept encoded: one serialization gives the copy and its size, and a trace that never holds a
-            # retrieval (most traffic) never costs records.
-            encoded = [span.SerializeToString() for span in spans]
-            # Only a root without any parent completes a trace: a local root with a remote parent may be one
-            # of several in it (another service's, a second call's).
-            assembled, may_answer = window.assemble(
-                int.from_bytes(trace_id, "big"),
-                encoded,
-                sum(len(item) for item in encoded),
-                may_answer=trace_id in answering,
-                complete=any(is_root(span) for span in spans),
+        """Score each trace of the request with its spans from earlier requests, once any of them may answer.
+
+        ``encoded[i]`` is the encoding of ``kept[i]`` (None: serialize them); ``roots``: the traces with a span
+        without any parent here."""
+        traces: dict[bytes, _Trace] = {}
+        trace: _Trace | None = None
+        for index in range(len(kept)):
+            trace_id = trace_ids[index]
+            # A trace's spans often lie together (a scope's spans in the order they ended): a comparison of 16
+            # bytes spares hashing them.
+            if trace is None or trace_id != trace.trace_id:
+                trace = traces.get(trace_id)
+                if trace is None:
+                    trace = traces[trace_id] = _Trace(trace_id)
+            span = kept[index]
+            trace.spans.append(span)
+            # Kept encoded: the copy is its size, and a trace that never holds a retrieval (most traffic)
+            # never costs records.
+            item = encoded[index] if encoded is not None else span.SerializeToString()
+            trace.items.append(item)
+            trace.size += len(item)
+        grouped = list(traces.values())
+        # Only a root without any parent completes a trace: a local root with a remote parent may be one of
+        # several in it (another service's, a second call's).
+        parts: list[Part[bytes]] = [
+            (trace.trace_id, trace.items, trace.size, trace.trace_id in answering, trace.trace_id in roots)
+            for trace in grouped
+        ]
+        assembled_traces = window.assemble_all(parts)
+        for index in range(len(grouped)):
+            assembled, may_answer = assembled_traces[index]
+            if not may_answer:
+                continue
+            trace = grouped[index]
+            items = trace.items
+            earlier = assembled[: len(assembled) - len(items)]
+            if earlier:  # a retried request finds its own spans kept: read them once
+                current = set(items)
+                earlier = [item for item in earlier if item not in current]
+            self._score_spans(
+                scorer,
+                trace.spans,
+                prepared,
+                earlier=[to_record(ProtoSpan.FromString(item)) for item in earlier],
+                wait_for_parents=True,
             )
-            if may_answer:
-                earlier = assembled[: len(assembled) - len(encoded)]
-                if earlier:  # a retried request finds its own spans kept: read them once
-                    current = set(encoded)
-                    earlier = [item for item in earlier if item not in current]
-                self._score_spans(
-                    scorer,
-                    spans,
-                    prepared,
-                    earlier=[to_record(ProtoSpan.FromString(item)) for item in earlier],
-                    wait_for_parents=True,
-                )
 
     def _score_spans(
         self,
@@ -222,6 +263,18 @@ class TracePipeline:
             )
 
 
+class _Trace:
+    """The valid spans of one trace in a request, with their encodings and the bytes those take."""
+
+    __slots__ = ("items", "size", "spans", "trace_id")
+
+    def __init__(self, trace_id: bytes) -> None:
+        self.trace_id = trace_id
+        self.spans: list[ProtoSpan] = []
+        self.items: list[bytes] = []
+        self.size = 0
+
+
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
@@ -255,10 +308,13 @@ def _drop(spans: Any, invalid: list[int], kept: list[ProtoSpan], first: int) -> 
     kept[first:] = spans[:]
 
 
-def _keep_valid(spans: list[ProtoSpan], kept: list[ProtoSpan], trace_ids: list[bytes]) -> list[int]:
+def _keep_valid(
+    spans: list[ProtoSpan], kept: list[ProtoSpan], trace_ids: list[bytes], roots: set[bytes] | None = None
+) -> list[int]:
     """Append the spans with valid OTLP ids and their trace ids to ``kept`` and ``trace_ids``; return the
     positions of the others, in order. Valid: a 16-byte trace id and an 8-byte span id, neither all zero, and
-    a parent span id empty or 8 bytes long."""
+    a parent span id empty or 8 bytes long. ``roots`` (unless None) gets the trace ids of the valid spans
+    without any parent (an all-zero parent id reads as none, as in :func:`.spans.to_record`)."""
     # Runs for every span the gateway receives: each field is read once.
     invalid: list[int] = []
     for index, span in enumerate(spans):
@@ -269,10 +325,15 @@ def _keep_valid(spans: list[ProtoSpan], kept: list[ProtoSpan], trace_ids: list[b
             and len(span_id) == 8
             and trace_id != _ZERO_TRACE_ID
             and span_id != _ZERO_SPAN_ID
-            and len(span.parent_span_id) in (0, 8)
         ):
-            kept.append(span)
-            trace_ids.append(trace_id)
-        else:
-            invalid.append(index)
+            parent = span.parent_span_id
+            size = len(parent)
+            if size == 8 or not size:
+                kept.append(span)
+                trace_ids.append(trace_id)
+                # A random parent id starting with a zero byte is rare: the first byte spares the comparison.
+                if roots is not None and (not size or (parent[0] == 0 and parent == _ZERO_SPAN_ID)):
+                    roots.add(trace_id)
+                continue
+        invalid.append(index)
     return invalid

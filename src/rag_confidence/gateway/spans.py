@@ -45,12 +45,6 @@ def span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
 
 
-def is_root(span: ProtoSpan) -> bool:
-    """No parent at all (an all-zero parent id reads as none, as in :func:`to_record`)."""
-    parent = span.parent_span_id
-    return not parent or not any(parent)
-
-
 def parent_is_local(span: ProtoSpan) -> bool:
     """The span's flags say its parent is in the same process (senders that do not set the flags leave it
     unknown: then an absent parent reads as remote, as before the flags existed)."""
