@@ -67,7 +67,6 @@ COMPILED = [
     "src/rag_confidence/gateway/pipeline.py",
     "src/rag_confidence/gateway/spans.py",
     "src/rag_confidence/gateway/assembly.py",
-    "src/rag_confidence/gateway/wire.py",
 ]
 
 

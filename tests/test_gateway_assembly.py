@@ -729,46 +729,9 @@ def test_a_retry_is_found_by_its_items_whatever_they_are() -> None:
     assert built.size_bytes == 30
 
 
-def _raw_body(spans: list[bytes]) -> bytes:
-    """An ExportTraceServiceRequest holding these span encodings in one scope, as a sender encoded them."""
-
-    def field(number: int, payload: bytes) -> bytes:
-        length, prefix = len(payload), bytearray()
-        while length >= 0x80:
-            prefix.append(length & 0x7F | 0x80)
-            length >>= 7
-        prefix.append(length)
-        return bytes([number << 3 | 2]) + bytes(prefix) + payload
-
-    return field(1, field(2, b"".join(field(2, span) for span in spans)))
-
-
-def test_the_window_keeps_spans_as_the_sender_encoded_them() -> None:
-    # A sender that writes a default value out (kind = 0, which protobuf would not write again): the window
-    # keeps, counts and compares the bytes received, and decodes the same spans from them.
-    children, answer = _sdk_rag_trace()
-    explicit_kind = bytes([6 << 3 | 0, 0])
-    sent = [span.SerializeToString() + explicit_kind for span in children]
-    downstream = _Recording()
-    gateway = _windowed(downstream)
-    assert gateway.process("grpc", _raw_body(sent), "application/x-protobuf", None).error is None
-    assert gateway.window is not None and gateway.window.size_bytes == sum(len(span) for span in sent)
-    assert gateway.process("grpc", _raw_body(sent), "application/x-protobuf", None).error is None  # a retry
-    assert gateway.window.size_bytes == sum(len(span) for span in sent)
-    answered = gateway.process(
-        "grpc", _raw_body([answer.SerializeToString()]), "application/x-protobuf", None
-    )
-    assert answered.error is None
-    whole = {
-        group.answer.name: AnswerScorer().score(group.spans).attributes[semconv.RAG_CONFIDENCE_TOTAL]
-        for group in find_answers([to_record(span) for span in (*children, answer)])
-    }
-    assert downstream.totals["answer"] == whole["answer"]
-
-
 def test_the_window_keeps_the_valid_spans_of_a_request_whichever_way_it_came() -> None:
-    # Invalid spans (rejected, never forwarded) among the valid ones: the window keeps the valid spans' bytes,
-    # from the protobuf body's runs or, for JSON, serialized; either way the answer is scored with its children.
+    # Invalid spans (rejected, never forwarded) among the valid ones: the window keeps the valid spans, from a
+    # protobuf or a JSON body; either way the answer is scored with its children.
     import json
 
     from tests.test_gateway_e2e import _otlp_json

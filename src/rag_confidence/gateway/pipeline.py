@@ -25,7 +25,6 @@ from .assembly import AssemblyWindow, Part
 from .config import DEFAULT_MAX_ANSWERS_PER_REQUEST
 from .screen import Screen
 from .spans import parent_is_local, set_attributes, to_record
-from .wire import span_encodings
 
 _logger = logging.getLogger(__name__)
 
@@ -99,46 +98,27 @@ class TracePipeline:
         kept: list[ProtoSpan] = []
         trace_ids: list[bytes] = []
         scopes: list[tuple[ScopeSpans, int, int]] = []
-        # The window keeps spans encoded: a protobuf body holds the encoding of every span already (the runs
-        # of each ScopeSpans, see :mod:`.wire`), the valid ones' go beside ``kept``. None: serialize them.
-        runs = span_encodings(payload) if window is not None and payload is not None else None
-        encoded: list[bytes] | None = [] if runs is not None else None
         roots: set[bytes] | None = set() if window is not None else None
-        scope_index = 0
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 spans = scope_spans.spans
-                own: list[bytes] | None = None
-                if runs is not None:
-                    own = runs[scope_index] if scope_index < len(runs) else None
-                    scope_index += 1
                 if not spans:
                     continue
                 first = len(kept)
                 invalid = _keep_valid(spans[:], kept, trace_ids, roots)  # a slice copies the items out in C
-                if encoded is not None:
-                    if own is None or len(own) != len(spans):  # not the request protobuf decoded: serialize
-                        runs = encoded = None
-                    elif invalid:
-                        skipped = set(invalid)
-                        encoded.extend(run for index, run in enumerate(own) if index not in skipped)
-                    else:
-                        encoded.extend(own)
                 prepared.received += len(spans)
                 if invalid:
                     _drop(spans, invalid, kept, first)
                     prepared.rejected += len(invalid)
                 if len(kept) > first:
                     scopes.append((scope_spans, first, len(kept)))
-        if runs is not None and scope_index != len(runs):
-            encoded = None
         if scorer is None or screen is None or not kept:
             return prepared
         answering = screen.answering_traces(
             scopes, kept, trace_ids, by_scope=payload is None or len(scopes) > 1
         )
         if window is not None and roots is not None:
-            self._score_with_window(scorer, window, kept, trace_ids, encoded, roots, answering, prepared)
+            self._score_with_window(scorer, window, kept, trace_ids, roots, answering, prepared)
         elif answering:
             # One pass over all answering traces: find_answers keys spans by (trace, span) id.
             spans = [span for span, trace_id in zip(kept, trace_ids, strict=True) if trace_id in answering]
@@ -151,15 +131,13 @@ class TracePipeline:
         window: AssemblyWindow[bytes],
         kept: list[ProtoSpan],
         trace_ids: list[bytes],
-        encoded: list[bytes] | None,
         roots: set[bytes],
         answering: set[bytes],
         prepared: Prepared,
     ) -> None:
         """Score each trace of the request with its spans from earlier requests, once any of them may answer.
 
-        ``encoded[i]`` is the encoding of ``kept[i]`` (None: serialize them); ``roots``: the traces with a span
-        without any parent here."""
+        ``roots``: the traces with a span without any parent here."""
         traces: dict[bytes, _Trace] = {}
         trace: _Trace | None = None
         for index in range(len(kept)):
@@ -174,7 +152,7 @@ class TracePipeline:
             trace.spans.append(span)
             # Kept encoded: the copy is its size, and a trace that never holds a retrieval (most traffic)
             # never costs records.
-            item = encoded[index] if encoded is not None else span.SerializeToString()
+            item = span.SerializeToString()
             trace.items.append(item)
             trace.size += len(item)
         grouped = list(traces.values())
