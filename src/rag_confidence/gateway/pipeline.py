@@ -296,15 +296,16 @@ def _keep_valid(
     # Runs for every span the gateway receives: each field is read once.
     invalid: list[int] = []
     for index, span in enumerate(spans):
-        trace_id = span.trace_id
-        span_id = span.span_id
+        # Typed, so the compiled build compares and measures them as bytes (untyped protobuf fields are Any).
+        trace_id: bytes = span.trace_id
+        span_id: bytes = span.span_id
         if (
             len(trace_id) == 16
             and len(span_id) == 8
             and trace_id != _ZERO_TRACE_ID
             and span_id != _ZERO_SPAN_ID
         ):
-            parent = span.parent_span_id
+            parent: bytes = span.parent_span_id
             size = len(parent)
             if size == 8 or not size:
                 kept.append(span)
