@@ -18,9 +18,9 @@ from setuptools import setup
 
 # Modules that only compute on plain data: the scoring core, its plain-data validator, signal extraction
 # (span records -> inputs), and the per-request path around them that every span or answer runs through: the
-# gateway's validation, record conversion and reading of span encodings, and the scorecard-to-attributes mapping. Models, records,
-# options and the code that drives the OpenTelemetry SDK stay Python; so does the gateway's screen, whose cost is
-# the byte counts of the body, already C.
+# gateway's validation, record conversion and reading of span encodings, and the scorecard-to-attributes
+# mapping. Models, records, options and the code that drives the OpenTelemetry SDK stay Python; so does the
+# gateway's screen, whose cost is the byte counts of the body, already C.
 COMPILED = [
     "src/rag_confidence/scoring/_js.py",
     "src/rag_confidence/scoring/_plain.py",
